@@ -1,0 +1,34 @@
+# `make demo` and `make test` each create or refresh .venv (when pyproject.toml changes),
+# assemble the embedded model, then run.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install model demo test test-fast clean-cache
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# the local CPU build of torch first, so nothing pulls CUDA wheels
+	$(BIN)/pip install -q torch==2.13.0
+	# llama-cpp-python compiles from source here (about 5 minutes on 2 cores)
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/pip install -q -e ".[model,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+model: install
+	$(BIN)/treeqa model install
+
+demo: model
+	$(BIN)/python demo.py
+
+test: model
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not integration" $(PYTEST_ARGS)
+
+clean-cache:
+	rm -rf .cache

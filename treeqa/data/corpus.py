@@ -1,0 +1,133 @@
+"""Retrieval corpora: real Wikipedia paragraphs pooled from the benchmark files.
+
+Multi-hop sets follow the standard offline setting: every paragraph of every record
+(dev and train) pooled and deduplicated by (title, text), so a question's gold
+paragraphs sit among thousands of real distractors. The open-domain sets (nq, triviaqa,
+webq) search the Wikipedia lead sections plus the NQ gold passages.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from treeqa.data.loaders import SPLITS, DataError, _read_records, data_dir
+
+WIKIPEDIA_LEADS = "wikipedia/vital_articles_en.json"
+NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
+OPEN_DOMAIN = ("nq", "triviaqa", "webq")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A paragraph of the corpus; `score` is filled in by a retriever."""
+
+    id: str
+    title: str
+    text: str
+    score: float = 0.0
+
+    def __str__(self) -> str:
+        return f"{self.title}: {self.text}"
+
+
+def passage_id(title: str, text: str) -> str:
+    """Stable across runs and independent of pooling order: a hash of title and text."""
+    return hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:16]
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _paragraphs_of(layout: str, record: dict) -> Iterator[tuple[str, str]]:
+    if layout == "hotpot":  # context: [[title, [sentences]]]
+        for title, sentences in record["context"]:
+            yield title, _clean(" ".join(sentences))
+    elif layout == "musique":
+        for p in record["paragraphs"]:
+            yield p["title"], _clean(p["paragraph_text"])
+
+
+def _dataset_paragraphs(root: Path, dataset: str) -> Iterator[tuple[str, str]]:
+    for split in sorted(SPLITS[dataset]):
+        spec = SPLITS[dataset][split]
+        path = root / spec.path
+        if not path.is_file():
+            raise DataError(f"{dataset} corpus: expected the file {path}")
+        for where, record in _read_records(path):
+            try:
+                yield from _paragraphs_of(spec.layout, record)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"{path}, {where}: malformed paragraphs ({exc})") from exc
+
+
+def _wikipedia_leads(root: Path) -> Iterator[tuple[str, str]]:
+    path = root / WIKIPEDIA_LEADS
+    if not path.is_file():
+        raise DataError(f"Wikipedia leads: expected the file {path}")
+    try:
+        articles = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+    for key, article in articles.items():
+        if article.get("extract"):
+            yield article.get("title", key), _clean(article["extract"])
+
+
+def _nq_gold_passages(root: Path) -> Iterator[tuple[str, str]]:
+    path = root / NQ_GOLD_PASSAGES
+    if not path.is_file():
+        raise DataError(f"NQ gold passages: expected the file {path}")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                for ctx in json.loads(line)["ctxs"]:
+                    yield ctx["title"], _clean(ctx["text"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise DataError(f"{path}, line {lineno}: malformed record ({exc})") from exc
+
+
+def dedupe(pairs: Iterable[tuple[str, str]]) -> list[Passage]:
+    """Passages in first-seen order, one per distinct (title, text); empty texts dropped."""
+    seen: dict[str, Passage] = {}
+    for title, text in pairs:
+        if not text:
+            continue
+        pid = passage_id(title, text)
+        if pid not in seen:
+            seen[pid] = Passage(pid, title, text)
+    return list(seen.values())
+
+
+def load_corpus(dataset: str, with_wikipedia: bool = False) -> list[Passage]:
+    """The pooled, deduplicated retrieval corpus of a dataset.
+
+    Args:
+        dataset: a name from `treeqa.data.DATASETS`.
+        with_wikipedia: add the Wikipedia lead sections as further distractors
+            (always included for the open-domain sets).
+    """
+    root = data_dir()
+    if root is None:
+        raise DataError("no data dir: set TREEQA_DATA_DIR to a folder laid out like ../shared/data")
+    if dataset not in SPLITS:
+        raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
+
+    def pairs() -> Iterator[tuple[str, str]]:
+        if dataset in OPEN_DOMAIN:
+            yield from _wikipedia_leads(root)
+            yield from _nq_gold_passages(root)
+            return
+        yield from _dataset_paragraphs(root, dataset)
+        if with_wikipedia:
+            yield from _wikipedia_leads(root)
+
+    corpus = dedupe(pairs())
+    if not corpus:
+        raise DataError(f"the {dataset} corpus is empty")
+    return corpus

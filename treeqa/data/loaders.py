@@ -1,0 +1,255 @@
+"""Benchmark questions as `dspy.Example`s, read from the official file layouts.
+
+Every example has `id`, `question`, `answers` (all gold strings) and, for the multi-hop
+sets, `gold_titles` (titles of the supporting paragraphs); `question` is the only input.
+Files are read from the data dir (`TREEQA_DATA_DIR`, else `../shared/data`); with
+`TREEQA_ALLOW_HUB=1` a dataset that is not local comes from the Hugging Face hub.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from treeqa.settings import get_settings
+
+
+class DataError(ValueError):
+    """A data file is missing or a record in it is malformed."""
+
+
+@dataclass(frozen=True)
+class SplitFile:
+    path: str  # relative to the data dir
+    layout: str  # key of _PARSERS
+
+
+SPLITS: dict[str, dict[str, SplitFile]] = {
+    "hotpotqa": {
+        "train": SplitFile("hotpotqa/hotpot_train_subset.json", "hotpot"),
+        "dev": SplitFile("hotpotqa/hotpot_dev_distractor_subset.json", "hotpot"),
+    },
+    "2wikimultihopqa": {
+        "train": SplitFile("2wikimultihopqa/train_subset.json", "hotpot"),
+        "dev": SplitFile("2wikimultihopqa/dev_subset.json", "hotpot"),
+    },
+    "musique": {
+        "train": SplitFile("musique/musique_ans_train_subset.jsonl", "musique"),
+        "dev": SplitFile("musique/musique_ans_dev_subset.jsonl", "musique"),
+    },
+    "nq": {
+        "dev": SplitFile("nq/nq-dev.qa.tsv", "dpr_tsv"),
+        "test": SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl"),
+    },
+    "triviaqa": {
+        "dev": SplitFile("triviaqa/trivia-dev.qa.tsv", "dpr_tsv"),
+        "test": SplitFile("triviaqa/trivia-test.qa.tsv", "dpr_tsv"),
+    },
+    "webq": {
+        "train": SplitFile("webq/webq-train.json", "webq_json"),
+        "test": SplitFile("webq/webq-test.jsonl", "qa_jsonl"),
+    },
+}
+
+DATASETS = tuple(SPLITS)
+
+
+def _example(id: str, question: str, answers: list[str], gold_titles: list[str] | None = None) -> dspy.Example:
+    fields: dict[str, Any] = {"id": id, "question": question, "answers": answers}
+    if gold_titles is not None:
+        fields["gold_titles"] = gold_titles
+    return dspy.Example(**fields).with_inputs("question")
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# --- one parser per official layout: (record, where) -> Example -------------------------
+
+def _parse_hotpot(rec: dict, where: str) -> dspy.Example:
+    """HotpotQA and 2WikiMultihopQA: `_id, question, answer, supporting_facts [[title, sent]]`."""
+    titles = _unique(fact[0] for fact in rec.get("supporting_facts") or [])
+    return _example(str(rec["_id"]), rec["question"], [rec["answer"]], titles)
+
+
+def _parse_musique(rec: dict, where: str) -> dspy.Example:
+    answers = _unique([rec["answer"], *(rec.get("answer_aliases") or [])])
+    titles = _unique(p["title"] for p in rec["paragraphs"] if p.get("is_supporting"))
+    return _example(str(rec["id"]), rec["question"], answers, titles)
+
+
+def _parse_qa_jsonl(rec: dict, where: str) -> dspy.Example:
+    """NQ-open and WebQuestions test: `{question, answer: [..]}`."""
+    answers = rec["answer"]
+    return _example(where, rec["question"], [answers] if isinstance(answers, str) else list(answers))
+
+
+def _parse_webq_json(rec: dict, where: str) -> dspy.Example:
+    return _example(str(rec["qId"]), rec["qText"], list(rec["answers"]))
+
+
+def _parse_dpr_row(row: list[str], where: str) -> dspy.Example:
+    """DPR qa.csv: `question<TAB>python-list-of-answers`."""
+    if len(row) != 2:
+        raise ValueError(f"expected 2 tab-separated columns, found {len(row)}")
+    answers = ast.literal_eval(row[1])
+    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+        raise ValueError("the answer column is not a list of strings")
+    return _example(where, row[0], answers)
+
+
+_PARSERS: dict[str, Callable[[Any, str], dspy.Example]] = {
+    "hotpot": _parse_hotpot,
+    "musique": _parse_musique,
+    "qa_jsonl": _parse_qa_jsonl,
+    "webq_json": _parse_webq_json,
+    "dpr_tsv": _parse_dpr_row,
+}
+
+
+# --- reading files: yield (location, raw record) so errors can name file and line ---------
+
+def _read_json_list(path: Path) -> Iterator[tuple[str, Any]]:
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+    if not isinstance(records, list):
+        raise DataError(f"{path}: expected a JSON list of records, found {type(records).__name__}")
+    for i, rec in enumerate(records):
+        yield f"record {i}", rec
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"line {lineno}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from exc
+
+
+def _read_tsv(path: Path) -> Iterator[tuple[str, Any]]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        for row in reader:
+            if row:
+                yield f"line {reader.line_num}", row
+
+
+def _read_records(path: Path) -> Iterator[tuple[str, Any]]:
+    if path.suffix == ".jsonl":
+        return _read_jsonl(path)
+    if path.suffix == ".tsv":
+        return _read_tsv(path)
+    return _read_json_list(path)
+
+
+def read_split_file(path: Path, layout: str, id_prefix: str) -> list[dspy.Example]:
+    """Parse every record of one file; a malformed record raises `DataError` naming file and line."""
+    parse = _PARSERS[layout]
+    examples = []
+    for where, raw in _read_records(path):
+        try:
+            ex = parse(raw, f"{id_prefix}-{where.split()[-1]}")
+        except (KeyError, TypeError, ValueError, SyntaxError, IndexError, AttributeError) as exc:
+            detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise DataError(f"{path}, {where}: malformed {layout} record ({detail})") from exc
+        if not str(ex.question).strip():
+            raise DataError(f"{path}, {where}: empty question")
+        if not ex.answers:
+            raise DataError(f"{path}, {where}: no gold answer")
+        examples.append(ex)
+    return examples
+
+
+# --- hub fallback: the official datasets, converted to the same examples ----------------
+
+def _hub_hotpot(row: dict, i: int) -> dspy.Example:
+    titles = _unique(row["supporting_facts"]["title"])
+    return _example(row["id"], row["question"], [row["answer"]], titles)
+
+
+def _hub_nq(row: dict, i: int) -> dspy.Example:
+    return _example(f"nq-{i}", row["question"], list(row["answer"]))
+
+
+def _hub_trivia(row: dict, i: int) -> dspy.Example:
+    answer = row["answer"]
+    return _example(row["question_id"], row["question"], _unique([answer["value"], *answer["aliases"]]))
+
+
+def _hub_webq(row: dict, i: int) -> dspy.Example:
+    return _example(f"webq-{i}", row["question"], list(row["answers"]))
+
+
+# dataset -> (hub path, config, {our split: hub split}, converter)
+HUB: dict[str, tuple[str, str | None, dict[str, str], Callable[[dict, int], dspy.Example]]] = {
+    "hotpotqa": ("hotpotqa/hotpot_qa", "distractor", {"train": "train", "dev": "validation"}, _hub_hotpot),
+    "nq": ("google-research-datasets/nq_open", None, {"test": "validation"}, _hub_nq),
+    "triviaqa": ("mandarjoshi/trivia_qa", "rc.nocontext", {"dev": "validation", "test": "validation"}, _hub_trivia),
+    "webq": ("stanfordnlp/web_questions", None, {"train": "train", "test": "test"}, _hub_webq),
+}
+
+
+def _load_from_hub(dataset: str, split: str) -> list[dspy.Example]:
+    import datasets
+
+    path, config, splits, convert = HUB[dataset]
+    rows = datasets.load_dataset(path, config, split=splits[split],
+                                 cache_dir=str(get_settings().hf_cache_dir / "datasets"))
+    return [convert(row, i) for i, row in enumerate(rows)]
+
+
+def data_dir() -> Path | None:
+    return get_settings().data_dir
+
+
+def split_path(dataset: str, split: str) -> Path:
+    """Where a split's file is expected; raises on an unknown dataset or split."""
+    if dataset not in SPLITS:
+        raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+    if split not in SPLITS[dataset]:
+        raise DataError(f"{dataset} has no split {split!r}; available: {', '.join(SPLITS[dataset])}")
+    root = data_dir()
+    if root is None:
+        raise DataError("no data dir: set TREEQA_DATA_DIR to a folder laid out like ../shared/data")
+    return root / SPLITS[dataset][split].path
+
+
+def load_split(dataset: str, split: str) -> list[dspy.Example]:
+    """Every example of a split, in file order."""
+    path = split_path(dataset, split)
+    if path.is_file():
+        return read_split_file(path, SPLITS[dataset][split].layout, f"{dataset}-{split}")
+    if get_settings().allow_hub and dataset in HUB and split in HUB[dataset][2]:
+        return _load_from_hub(dataset, split)
+    hint = " or set TREEQA_ALLOW_HUB=1 to fetch it" if dataset in HUB else ""
+    raise DataError(f"{dataset} {split}: expected the file {path}; put it there{hint}")
+
+
+def sample(examples: list, n: int | None, seed: int = 0) -> list:
+    """A seeded random subset; the first n of a larger sample with the same seed, so runs extend."""
+    if n is None or n >= len(examples):
+        n = len(examples)
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    return [examples[i] for i in order[:n]]
+
+
+def load_examples(dataset: str, split: str, n: int | None = None, seed: int = 0) -> list[dspy.Example]:
+    """`n` examples of `dataset`/`split` (all when n is None), sampled deterministically by seed."""
+    return sample(load_split(dataset, split), n, seed)

@@ -1,0 +1,187 @@
+"""Language models from a name: "local" is the embedded llama.cpp model, anything else is `dspy.LM`.
+
+The embedded model runs in-process through DSPy 3.4's engine interface
+(`dspy.LM(..., engine=LlamaEngine)`): DSPy keeps its adapters, cache, retries and usage
+tracking, and the engine turns one canonical request into one llama.cpp chat completion.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dspy
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+
+from treeqa import local_model
+from treeqa.settings import get_settings
+
+LOCAL_NAMES = ("local", "embedded")
+
+
+@dataclass
+class EngineStats:
+    """Counters over the engine's life: what was sent, what llama.cpp actually computed."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    prompt_tokens_computed: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    per_call: list[dict] = field(default_factory=list, repr=False)
+
+
+def _text_of(content) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(getattr(part, "text", "") or "" for part in content)
+
+
+def request_messages(request) -> list[dict]:
+    """OpenAI-style chat messages from a canonical `dspy.lm15.Request`."""
+    messages = []
+    if request.system is not None:
+        messages.append({"role": "system", "content": _text_of(request.system)})
+    for m in request.messages:
+        messages.append({"role": m.role, "content": m.text or ""})
+    return messages
+
+
+class LlamaEngine:
+    """One llama.cpp model in this process, serving DSPy requests one at a time.
+
+    Greedy unless the request asks for a temperature; the GGUF's own chat template formats
+    the messages. llama.cpp reuses the KV cache of the prompt prefix shared with the previous
+    call, and a RAM cache of earlier prefix states (`kv_cache_mb`) lets predictors that
+    alternate (ask / answer / score) resume from their own prefixes too.
+
+    Args:
+        model_path: the GGUF file; defaults to the assembled embedded model.
+        n_threads: CPU threads; defaults to `TREEQA_THREADS`.
+        n_ctx: context window in tokens.
+        kv_cache_mb: RAM for saved prefix states; 0 turns the state cache off.
+        llama: an object with llama_cpp.Llama's `create_chat_completion` (tests pass a fake).
+    """
+
+    def __init__(self, model_path: Path | None = None, n_threads: int | None = None,
+                 n_ctx: int | None = None, kv_cache_mb: int | None = None, max_tokens: int | None = None,
+                 llama=None):
+        settings = get_settings()
+        self.max_tokens = max_tokens or settings.max_tokens
+        self.stats = EngineStats()
+        self._lock = threading.Lock()
+        if llama is None:
+            llama = self._load(model_path or local_model.model_path(), n_threads or settings.threads,
+                               n_ctx or settings.context_size,
+                               settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb)
+        self.llama = llama
+        self._count_evaluated_tokens()
+
+    @staticmethod
+    def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int):
+        import llama_cpp
+
+        llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                                n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False)
+        if kv_cache_mb > 0:
+            llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=kv_cache_mb << 20))
+        return llama
+
+    def _count_evaluated_tokens(self) -> None:
+        """Wrap `llama.eval` so the engine knows how many tokens were really computed."""
+        inner = getattr(self.llama, "eval", None)
+        if inner is None:
+            return
+        self._evaluated = 0
+
+        def counting_eval(tokens):
+            self._evaluated += len(tokens)
+            return inner(tokens)
+
+        self.llama.eval = counting_eval
+
+    def complete(self, request) -> Response:
+        config = request.config
+        kwargs = {
+            "messages": request_messages(request),
+            "temperature": config.temperature or 0.0,
+            "max_tokens": config.max_tokens or self.max_tokens,
+            "stop": list(config.stop) or None,
+        }
+        if config.temperature:
+            kwargs["seed"] = config.seed if getattr(config, "seed", None) is not None else 0
+        if config.response_format:
+            kwargs["response_format"] = config.response_format
+        with self._lock:
+            self._evaluated = 0
+            started = time.perf_counter()
+            out = self.llama.create_chat_completion(**kwargs)
+            seconds = time.perf_counter() - started
+            evaluated = self._evaluated
+        usage = out.get("usage") or {}
+        prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        # generated tokens are fed back one by one, except the last one
+        computed = min(prompt, max(0, evaluated - max(0, completion - 1))) if evaluated else prompt
+        self._record(prompt, computed, completion, seconds)
+        choice = out["choices"][0]
+        return Response(
+            id=out.get("id"), model=out.get("model", "local"),
+            message=Message.assistant([TextPart(choice["message"].get("content") or "")]),
+            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            usage=Usage(input_tokens=prompt, output_tokens=completion,
+                        cache_read_tokens=max(0, prompt - computed)),
+        )
+
+    def _record(self, prompt: int, computed: int, completion: int, seconds: float) -> None:
+        s = self.stats
+        s.calls += 1
+        s.prompt_tokens += prompt
+        s.prompt_tokens_computed += computed
+        s.completion_tokens += completion
+        s.seconds += seconds
+        s.per_call.append({"prompt": prompt, "computed": computed, "completion": completion,
+                           "seconds": round(seconds, 3)})
+
+    def stream(self, request):
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        pass
+
+
+_local_engines: dict[tuple, LlamaEngine] = {}
+_engines_lock = threading.Lock()
+
+
+def local_engine(**overrides) -> LlamaEngine:
+    """One shared engine per configuration: the model is loaded once per process."""
+    key = tuple(sorted(overrides.items()))
+    with _engines_lock:
+        if key not in _local_engines:
+            _local_engines[key] = LlamaEngine(**overrides)
+        return _local_engines[key]
+
+
+def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | None = None,
+           cache: bool = True, **kwargs) -> dspy.LM:
+    """A `dspy.LM` for `name`.
+
+    "local" (or "embedded") is the in-process model; any other name is handed to `dspy.LM`
+    (e.g. "openai/gpt-4o-mini", or "hosted_vllm/Qwen2.5-7B-Instruct" with `api_base`).
+    """
+    if not name or not name.strip():
+        raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
+    if name in LOCAL_NAMES:
+        engine = local_engine()
+        # the sha in the model name keys DSPy's cache to these exact weights
+        model = f"local/{local_model.MODEL_NAME}-{local_model.SHA256[:12]}"
+        return dspy.LM(model, engine=engine, cache=cache, temperature=0.0, num_retries=0, **kwargs)
+    if api_base:
+        kwargs["api_base"] = api_base
+    if api_key:
+        kwargs["api_key"] = api_key
+    return dspy.LM(name, cache=cache, **kwargs)

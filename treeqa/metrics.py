@@ -1,0 +1,64 @@
+"""Answer and retrieval metrics as the QA literature computes them.
+
+EM and F1 use the SQuAD normalisation (lower-case, drop punctuation and the articles
+a/an/the, collapse whitespace) and take the maximum over the gold answers.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation; also drops Unicode punctuation (curly quotes, dashes)."""
+    text = unicodedata.normalize("NFKC", text or "").lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION and not unicodedata.category(ch).startswith("P"))
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _as_list(golds: str | Sequence[str]) -> list[str]:
+    return [golds] if isinstance(golds, str) else list(golds)
+
+
+def exact_match(prediction: str, golds: str | Sequence[str]) -> float:
+    """1.0 when the normalised prediction equals any normalised gold answer, else 0.0."""
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(g) for g in _as_list(golds)))
+
+
+def _f1(prediction: str, gold: str) -> float:
+    pred_tokens = normalize_answer(prediction).split()
+    gold_tokens = normalize_answer(gold).split()
+    if not pred_tokens or not gold_tokens:
+        return float(pred_tokens == gold_tokens)
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision = overlap / len(pred_tokens)
+    recall = overlap / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_score(prediction: str, golds: str | Sequence[str]) -> float:
+    """Token-level F1 against the best-matching gold answer."""
+    golds = _as_list(golds)
+    return max((_f1(prediction, g) for g in golds), default=0.0)
+
+
+def recall_at_k(retrieved_titles: Sequence[str], gold_titles: Sequence[str], k: int) -> float:
+    """Share of distinct gold titles found among the first k retrieved titles."""
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+    gold = set(gold_titles)
+    if not gold:
+        raise ValueError("recall@k needs at least one gold title")
+    return len(gold & set(retrieved_titles[:k])) / len(gold)

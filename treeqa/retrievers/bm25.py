@@ -1,0 +1,88 @@
+"""Sparse retrieval with bm25s (Lucene-style BM25, English stopwords removed)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from treeqa.data.corpus import Passage
+from treeqa.retrievers import store
+from treeqa.retrievers.base import IndexMissingError, Retriever
+
+MODEL = "bm25s-lucene-k1.5-b0.75-english-stopwords"
+
+
+def _tokens(texts: list[str]) -> list[list[str]]:
+    import bm25s
+
+    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+
+
+class BM25Retriever(Retriever):
+    """BM25 over `passages`; `model` is a fitted `bm25s.BM25` whose document i is `passages[i]`."""
+
+    kind = "bm25"
+
+    def __init__(self, passages: list[Passage], model):
+        if not passages:
+            raise ValueError("cannot search an empty corpus")
+        self.passages = passages
+        self.model = model
+
+    @classmethod
+    def build(cls, passages: list[Passage], progress: bool = True) -> "BM25Retriever":
+        import bm25s
+
+        if not passages:
+            raise ValueError("cannot index an empty corpus")
+        model = bm25s.BM25()
+        model.index(_tokens([f"{p.title} {p.text}" for p in passages]), show_progress=progress)
+        return cls(passages, model)
+
+    def save(self, folder: Path, meta: dict | None = None) -> Path:
+        folder = Path(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".building-"))
+        self.model.save(str(tmp / "bm25"))
+        store.write_passages(tmp, self.passages, {"kind": self.kind, "model": MODEL, **(meta or {})})
+        return store.publish(tmp, folder)
+
+    @classmethod
+    def load(cls, folder: Path) -> "BM25Retriever":
+        import bm25s
+
+        folder = Path(folder)
+        if not store.is_complete(folder):
+            raise IndexMissingError(f"no BM25 index at {folder}; build it with `treeqa index build --retriever bm25`")
+        passages, _ = store.read_passages(folder)
+        return cls(passages, bm25s.BM25.load(str(folder / "bm25"), show_progress=False))
+
+    @classmethod
+    def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
+                   build: bool = True) -> "BM25Retriever":
+        folder = Path(index_root) / f"{name}-bm25-{store.fingerprint(passages, MODEL)}"
+        if store.is_complete(folder):
+            return cls.load(folder)
+        if not build:
+            raise IndexMissingError(
+                f"no BM25 index for {name} at {folder}; run `treeqa index build --dataset {name} --retriever bm25`")
+        retriever = cls.build(passages)
+        retriever.save(folder, {"name": name})
+        return retriever
+
+    def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
+        self._check(queries, k)
+        k = min(k, len(self.passages))
+        results: list[list[Passage]] = []
+        for tokens in _tokens(queries):
+            if not tokens:  # only stopwords: BM25 has nothing to match
+                results.append([])
+                continue
+            docs, scores = self.model.retrieve([tokens], k=k, show_progress=False)
+            results.append([
+                Passage(self.passages[d].id, self.passages[d].title, self.passages[d].text, float(s))
+                for d, s in zip(np.asarray(docs[0]).tolist(), np.asarray(scores[0]).tolist()) if s > 0
+            ])
+        return results

