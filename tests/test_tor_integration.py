@@ -1,0 +1,70 @@
+"""Tree and Chain of Reviews on real HotpotQA dev questions: the embedded model, the dense
+retriever over the pooled corpus. Small trees (widths 3, 2; depth 2) keep it to minutes.
+
+Run under the shared CPU lock:
+    flock /tmp/treeqa-cpu.lock .venv/bin/python -m pytest tests/test_tor_integration.py -m integration -s -q
+"""
+
+import json
+import time
+
+import dspy
+import pytest
+
+from tests.conftest import requires_shared_data
+from treeqa.data import load_examples
+from treeqa.lm import get_lm, local_engine
+from treeqa.metrics import exact_match, f1_score, recall_at_k
+from treeqa.programs.tree_of_reviews import ChainOfReviews, TreeOfReviews
+from treeqa.retrievers import get_retriever
+
+pytestmark = [pytest.mark.integration, requires_shared_data]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return get_lm("local", cache=False), get_retriever("hotpotqa", "dense"), load_examples("hotpotqa", "dev", n=3)
+
+
+def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
+    engine = local_engine()
+    calls_before, started = engine.stats.calls, time.perf_counter()
+    with dspy.context(lm=lm):
+        pred = program(question=example.question)
+    titles = [p.title for p in pred.retrieved]
+    summary = {
+        "question": example.question, "gold": list(example.answers), "answer": pred.answer,
+        "em": exact_match(pred.answer, example.answers), "f1": round(f1_score(pred.answer, example.answers), 3),
+        "recall@15": round(recall_at_k(titles, example.gold_titles, 15), 3),
+        "lm_calls": engine.stats.calls - calls_before, "seconds": round(time.perf_counter() - started, 1),
+        "stats": pred.tree["stats"], "failures": [f["where"] + ": " + f["error"] for f in pred.failures],
+    }
+    print("\n" + json.dumps(summary, indent=1))
+    return pred, summary
+
+
+def test_tree_of_reviews_on_real_questions(setup):
+    lm, retriever, examples = setup
+    program = TreeOfReviews(retriever=retriever, widths=(3, 2), depth=2)
+    summaries = []
+    for example in examples:
+        pred, summary = _run(program, lm, example)
+        summaries.append(summary)
+        stats = pred.tree["stats"]
+        assert isinstance(pred.answer, str)
+        assert stats["nodes"] <= 1 + 3 + 3 * 2 and stats["reviews"] <= 9
+        assert stats["completions"] <= 3  # MPC: one per expanded depth-1 node
+        assert 1 <= len(pred.retrieved) <= 9
+        assert all(e["analysis"] for e in pred.evidence)
+        json.dumps(pred.tree)
+    reviews = sum(s["stats"]["reviews"] for s in summaries)
+    failed = sum(s["stats"]["review_failures"] for s in summaries)
+    assert failed <= reviews // 2, f"{failed} of {reviews} reviews failed to parse"
+    assert any(s["answer"] for s in summaries)
+
+
+def test_chain_of_reviews_on_a_real_question(setup):
+    lm, retriever, examples = setup
+    pred, summary = _run(ChainOfReviews(retriever=retriever, max_turns=2), lm, examples[0])
+    assert isinstance(pred.answer, str) and pred.tree["stats"]["reviews"] <= 2
+    assert 5 <= len(pred.retrieved) <= 10

@@ -1,0 +1,418 @@
+"""Tree of Reviews (ToR) and its chain baseline, Chain of Reviews (CoR), as DSPy programs.
+
+ToR (Li et al., "Tree of Reviews", Sec. 3): the root is the question; every retrieved
+paragraph becomes a child node, and a review of the paragraphs on the path from the root
+decides what happens to it: reject (the path is pruned), search (a new query expands the
+node), or accept (the path and a short analysis join the evidence pool). The tree is
+searched depth-first; the final answer fuses the evidence pool.
+
+CoR (Sec. 4.4): the same review on a single path that sees every paragraph retrieved so far.
+
+Example:
+    >>> tor = TreeOfReviews(retriever=get_retriever("hotpotqa"))
+    >>> pred = tor(question="Which city is the birthplace of the director of Jaws?")
+    >>> pred.answer, pred.evidence, pred.tree["stats"], [p.title for p in pred.retrieved]
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import dspy
+import numpy as np
+
+from treeqa.data.corpus import Passage
+from treeqa.programs.calls import record_failure, safe_call
+from treeqa.retrievers.base import Retriever
+from treeqa.signatures.fusion import (
+    FUSION_INPUT,
+    FUSION_SIGNATURES,
+    FUSIONS,
+    Evidence,
+    clean_answer,
+    fusion_context,
+)
+from treeqa.signatures.review import (
+    CompleteMissingParagraph,
+    ParagraphReview,
+    ReviewOutcome,
+    ReviewWithReasoning,
+    clean_text,
+    enforce_review_rules,
+    review_paragraphs,
+)
+
+EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
+RECALL_K = 15
+
+EmbedFn = Callable[[list[str]], np.ndarray]
+
+
+def _default_embed(texts: list[str]) -> np.ndarray:
+    from treeqa.retrievers.dense import embed
+
+    return embed(texts)
+
+
+def rank_retrieved(evidence: Sequence[Evidence], retrieved: Sequence[Passage], answer: str,
+                   relevant_ids: Sequence[str] = (), embed_fn: EmbedFn | None = None,
+                   k: int = RECALL_K) -> list[Passage]:
+    """Every distinct retrieved paragraph, ordered so the first `k` are the program's best.
+
+    Tiers: paragraphs of the evidence pool, then those a review judged relevant, then the
+    rest (each tier in discovery order). Only when there are more than `k` paragraphs does
+    the order within tiers matter; then, as the paper does, pieces of evidence are re-ranked
+    by the similarity of their text (analysis and paragraphs) to the final answer, and the
+    other tiers' paragraphs by their own similarity to it.
+
+    Args:
+        evidence: the evidence pool, in the order it was filled.
+        retrieved: every paragraph retrieved, in discovery order (duplicates allowed).
+        answer: the final answer; when empty there is nothing to re-rank by.
+        relevant_ids: ids of paragraphs some review judged relevant.
+        embed_fn: texts -> L2-normalised vectors (default: the dense retriever's encoder).
+        k: the cut-off the ranking serves (recall@15 in the paper).
+    """
+    by_id: dict[str, Passage] = {}
+    for p in [p for e in evidence for p in e.passages] + list(retrieved):
+        by_id.setdefault(p.id, p)
+    relevant = set(relevant_ids)
+    in_pool = {p.id for e in evidence for p in e.passages}
+    middle = [p for p in by_id.values() if p.id in relevant and p.id not in in_pool]
+    rest = [p for p in by_id.values() if p.id not in relevant and p.id not in in_pool]
+    pieces = list(evidence)
+
+    if len(by_id) > k and answer.strip():
+        embed_fn = embed_fn or _default_embed
+        piece_texts = [" ".join([e.analysis, *(f"{p.title}: {p.text}" for p in e.passages)]) for e in pieces]
+        other_texts = [f"{p.title}: {p.text}" for p in middle + rest]
+        vectors = np.asarray(embed_fn([answer, *piece_texts, *other_texts]), dtype=np.float32)
+        sims = vectors[1:] @ vectors[0]
+        piece_sims, other_sims = sims[:len(pieces)], sims[len(pieces):]
+        pieces = [pieces[i] for i in sorted(range(len(pieces)), key=lambda i: -piece_sims[i])]
+        sim_of = {p.id: float(s) for p, s in zip(middle + rest, other_sims, strict=True)}
+        middle = sorted(middle, key=lambda p: -sim_of[p.id])
+        rest = sorted(rest, key=lambda p: -sim_of[p.id])
+
+    ranked: dict[str, Passage] = {}
+    for e in pieces:
+        for p in e.passages:
+            ranked.setdefault(p.id, by_id[p.id])
+    for p in middle + rest:
+        ranked.setdefault(p.id, p)
+    return list(ranked.values())
+
+
+@dataclass
+class _Run:
+    """Everything one question's search produces; kept off the module so calls can run in parallel."""
+
+    question: str
+    nodes: list[dict] = field(default_factory=list)
+    pool: list[Evidence] = field(default_factory=list)
+    pool_nodes: list[int] = field(default_factory=list)
+    pool_ids: set[str] = field(default_factory=set)
+    retrieved: list[Passage] = field(default_factory=list)
+    relevant_ids: dict[str, None] = field(default_factory=dict)  # an ordered set
+    failures: list[dict] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("reviews", "review_failures", "completions", "completion_failures", "retrievals",
+         "pruned_repetitive", "corrected", "query_fallbacks"), 0))
+    done: bool = False
+
+    def add_node(self, **values) -> dict:
+        node = {"node": len(self.nodes), "id": None, "title": None, "depth": 0, "parent": None,
+                "retrieved_by": None, "action": None, "relevant": None, "sufficient": None,
+                "query": "", "expanded": False, "analysis": "", "reasoning": "", "failures": []}
+        node.update(values)
+        self.nodes.append(node)
+        return node
+
+    def add_evidence(self, passages: Sequence[Passage], analysis: str, node: int) -> None:
+        self.pool.append(Evidence(tuple(passages), analysis))
+        self.pool_nodes.append(node)
+        self.pool_ids.update(p.id for p in passages)
+
+    def evidence_records(self) -> list[dict]:
+        return [{"node": n, "ids": [p.id for p in e.passages], "titles": [p.title for p in e.passages],
+                 "analysis": e.analysis} for e, n in zip(self.pool, self.pool_nodes, strict=True)]
+
+
+class _ReviewProgram(dspy.Module):
+    """What ToR and CoR share: the review, the query expansion, the fusion reader, the ranking.
+
+    Predictors (the only state `save`/`load` keep): `review`, `complete_paragraph` (MPC
+    expansion only) and `fuse`. The retriever and the embedding function are plain
+    attributes, shared (never copied) when an optimizer deep-copies the program.
+    """
+
+    def __init__(self, retriever: Retriever | None, expansion: str, fusion: str, max_context_chars: int,
+                 max_paragraph_chars: int, max_review_chars: int, max_query_chars: int,
+                 embed_fn: EmbedFn | None):
+        super().__init__()
+        if retriever is None or not callable(getattr(retriever, "search", None)):
+            raise ValueError(f"{type(self).__name__} needs a retriever (a treeqa.retrievers.Retriever), "
+                             f"got {retriever!r}")
+        if expansion not in EXPANSIONS:
+            raise ValueError(f"unknown expansion {expansion!r}; choose one of {', '.join(EXPANSIONS)}")
+        if fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
+        for name, value in (("max_context_chars", max_context_chars), ("max_paragraph_chars", max_paragraph_chars),
+                            ("max_review_chars", max_review_chars), ("max_query_chars", max_query_chars)):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self.retriever = retriever
+        self.embed_fn = embed_fn
+        self.expansion = expansion
+        self.fusion = fusion
+        self.max_context_chars = max_context_chars
+        self.max_paragraph_chars = max_paragraph_chars
+        self.max_review_chars = max_review_chars
+        self.max_query_chars = max_query_chars
+        self.review = dspy.Predict(ReviewWithReasoning if expansion == "cot" else ParagraphReview)
+        if expansion == "mpc":
+            self.complete_paragraph = dspy.Predict(CompleteMissingParagraph)
+        self.fuse = dspy.Predict(FUSION_SIGNATURES[fusion])
+
+    def __deepcopy__(self, memo):
+        """Optimizers deep-copy programs; the retriever (a whole index) and encoder are shared instead."""
+        memo[id(self.retriever)] = self.retriever
+        if self.embed_fn is not None:
+            memo[id(self.embed_fn)] = self.embed_fn
+        new = self.__class__.__new__(self.__class__)
+        memo[id(self)] = new
+        for name, value in self.__dict__.items():
+            setattr(new, name, copy.deepcopy(value, memo))
+        return new
+
+    @staticmethod
+    def _check_question(question: str) -> str:
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("cannot answer: the question is empty")
+        return question.strip()
+
+    def _retrieve(self, run: _Run, query: str, k: int, where: str) -> list[Passage]:
+        run.stats["retrievals"] += 1
+        try:
+            hits = list(self.retriever.search(query, k))
+        except Exception as exc:  # noqa: BLE001 - a failed search ends this branch, not the question
+            record_failure(run.failures, where, exc)
+            return []
+        return hits
+
+    def _review(self, run: _Run, passages: Sequence[Passage], where: str) -> ReviewOutcome | None:
+        """One review of `passages` together; None (counted and recorded) when the call fails."""
+        paragraphs = review_paragraphs(passages, self.max_paragraph_chars, self.max_review_chars)
+        run.stats["reviews"] += 1
+        pred = safe_call(self.review, run.failures, where, question=run.question, paragraphs=paragraphs)
+        if pred is None:
+            run.stats["review_failures"] += 1
+            return None
+        outcome = enforce_review_rules(pred, fallback_query=f"{run.question} {passages[-1].title}")
+        run.stats["corrected"] += outcome.corrected
+        return outcome
+
+    def _next_query(self, run: _Run, passages: Sequence[Passage], outcome: ReviewOutcome, where: str) -> str:
+        """The query that expands a path: the review's own (direct, CoT) or the missing paragraph (MPC).
+
+        If MPC fails or writes nothing, the review's query is used, so a search always has one.
+        """
+        if self.expansion == "mpc":
+            run.stats["completions"] += 1
+            paragraphs = review_paragraphs(passages, self.max_paragraph_chars, self.max_review_chars)
+            pred = safe_call(self.complete_paragraph, run.failures, where, question=run.question,
+                             paragraphs=paragraphs)
+            text = clean_text(pred.missing_paragraph) if pred is not None else ""
+            if text:
+                return text[:self.max_query_chars]
+            run.stats["completion_failures"] += 1
+        run.stats["query_fallbacks"] += outcome.query_fallback
+        return outcome.next_query[:self.max_query_chars]
+
+    def _answer(self, run: _Run, fallback: Sequence[Evidence]) -> tuple[str, str]:
+        """Fuse the evidence pool; with an empty pool, read the `fallback` paragraphs instead."""
+        pool, source = (run.pool, "evidence") if run.pool else (list(fallback), "fallback")
+        context = fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars) if pool else []
+        pred = safe_call(self.fuse, run.failures, "fuse", question=run.question,
+                         **{FUSION_INPUT[self.fusion]: context})
+        return (clean_answer(pred.answer) if pred is not None else ""), source
+
+    def _prediction(self, run: _Run, answer: str, source: str) -> dspy.Prediction:
+        try:
+            retrieved = rank_retrieved(run.pool, run.retrieved, answer, list(run.relevant_ids), self.embed_fn)
+        except Exception as exc:  # noqa: BLE001 - without the encoder the tiers stay in discovery order
+            record_failure(run.failures, "rerank", exc)
+            retrieved = rank_retrieved(run.pool, run.retrieved, "", list(run.relevant_ids))
+        stats = dict(run.stats, nodes=len(run.nodes), evidence=len(run.pool), failures=len(run.failures),
+                     distinct_retrieved=len(retrieved), fused_from=source)
+        return dspy.Prediction(answer=answer, evidence=run.evidence_records(),
+                               tree={"question": run.question, "nodes": run.nodes, "stats": stats},
+                               retrieved=retrieved, retrieved_ids=[p.id for p in retrieved],
+                               failures=run.failures, stats=stats)
+
+
+class TreeOfReviews(_ReviewProgram):
+    """Tree of Reviews: depth-first search over retrieved paragraphs, one review per node.
+
+    Node calls: one review per reviewed node, plus one missing-paragraph completion per
+    expanded node under MPC, plus one fusion call per question. Paths never repeat a
+    paragraph (a node retrieves past its own ancestors to still get `widths[d]` children).
+    A failed review counts as reject, is recorded in the node and `failures`, and is never
+    expanded.
+
+    Args:
+        retriever: searches the corpus; required.
+        widths: paragraphs retrieved per node at each depth (paper: 5, 3, 3).
+        depth: the deepest level of paragraph nodes (paper: 3); defaults to len(widths).
+        expansion: how a search node makes its query: "direct" (the review writes it),
+            "cot" (the review reasons first), "mpc" (the model writes the missing paragraph).
+        fusion: what the reader sees: "analysis", "paragraph" or "evidence" (both).
+        relevance_pruning: reject prunes the path; off, every reviewed node below the last
+            level is expanded (ablation, Table 5).
+        repetitive_pruning: a retrieved paragraph already in the evidence pool is not reviewed again.
+        max_evidence: stop the search once the pool holds this many pieces (None: search all).
+        max_context_chars: the fusion reader's budget for evidence (the model has 4096 tokens;
+            about 4 characters a token).
+        max_paragraph_chars: each paragraph shown to the model is cut to this length.
+        max_review_chars: the budget for all paragraphs of one review.
+        max_query_chars: a generated query (an MPC paragraph) is cut to this length.
+        embed_fn: texts -> normalised vectors for the recall re-ranking (default: MiniLM).
+    """
+
+    def __init__(self, retriever: Retriever | None = None, widths: Sequence[int] = (5, 3, 3),
+                 depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",
+                 relevance_pruning: bool = True, repetitive_pruning: bool = True,
+                 max_evidence: int | None = None, max_context_chars: int = 6000,
+                 max_paragraph_chars: int = 800, max_review_chars: int = 4000, max_query_chars: int = 600,
+                 embed_fn: EmbedFn | None = None):
+        super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
+                         max_review_chars, max_query_chars, embed_fn)
+        widths = tuple(int(w) for w in widths)
+        depth = len(widths) if depth is None else int(depth)
+        if depth < 1 or len(widths) < depth:
+            raise ValueError(f"depth must be between 1 and len(widths)={len(widths)}, got {depth}")
+        if any(w < 1 for w in widths[:depth]):
+            raise ValueError(f"widths must be positive, got {widths}")
+        if max_evidence is not None and max_evidence < 1:
+            raise ValueError(f"max_evidence must be positive or None, got {max_evidence}")
+        self.widths = widths[:depth]
+        self.depth = depth
+        self.relevance_pruning = relevance_pruning
+        self.repetitive_pruning = repetitive_pruning
+        self.max_evidence = max_evidence
+
+    def forward(self, question: str) -> dspy.Prediction:
+        run = _Run(self._check_question(question))
+        run.add_node(action="search", query=run.question, expanded=True)
+        root_children = self._expand(run, parent=0, path=[], query=run.question, depth=1)
+        by_id: dict[str, Passage] = {}
+        for p in run.retrieved:
+            by_id.setdefault(p.id, p)
+        relevant = [by_id[i] for i in run.relevant_ids if i in by_id]
+        fallback = [Evidence((p,)) for p in relevant or root_children]
+        answer, source = self._answer(run, fallback)
+        return self._prediction(run, answer, source)
+
+    def _expand(self, run: _Run, parent: int, path: list[Passage], query: str, depth: int) -> list[Passage]:
+        """Retrieve the children of a node and visit them depth-first; returns the children."""
+        width = self.widths[depth - 1]
+        on_path = {p.id for p in path}
+        hits = self._retrieve(run, query, width + len(path), where=f"retrieve@node{parent}")
+        children = [p for p in hits if p.id not in on_path][:width]
+        run.retrieved.extend(children)
+        for passage in children:
+            if run.done:
+                break
+            self._visit(run, passage, parent, path, query, depth)
+        return children
+
+    def _visit(self, run: _Run, passage: Passage, parent: int, path: list[Passage], query: str, depth: int) -> None:
+        node = run.add_node(id=passage.id, title=passage.title, depth=depth, parent=parent, retrieved_by=query)
+        if self.repetitive_pruning and passage.id in run.pool_ids:
+            node["action"] = "pruned"
+            run.stats["pruned_repetitive"] += 1
+            return
+        mark = len(run.failures)
+        here = path + [passage]
+        outcome = self._review(run, here, where=f"review@node{node['node']}")
+        if outcome is None:
+            node.update(action="reject", failures=run.failures[mark:])
+            return
+        node.update(action=outcome.action, relevant=outcome.relevant, sufficient=outcome.sufficient,
+                    corrected=outcome.corrected, analysis=outcome.analysis, reasoning=outcome.reasoning)
+        if outcome.relevant:  # the judgment is about the path; the node adds only its own paragraph
+            run.relevant_ids.setdefault(passage.id)
+        if outcome.action == "accept":
+            run.add_evidence(here, outcome.analysis, node["node"])
+            run.done = self.max_evidence is not None and len(run.pool) >= self.max_evidence
+        elif depth < self.depth and (outcome.action == "search" or not self.relevance_pruning):
+            next_query = self._next_query(run, here, outcome, where=f"expand@node{node['node']}")
+            node.update(query=next_query, expanded=True)
+        node["failures"] = run.failures[mark:]
+        if node["expanded"]:
+            self._expand(run, node["node"], here, node["query"], depth + 1)
+
+
+class ChainOfReviews(_ReviewProgram):
+    """Chain of Reviews, ToR's chain baseline: one path; each turn retrieves `k` new paragraphs
+    and reviews all paragraphs retrieved so far together.
+
+    accept ends the chain with one piece of evidence; reject ends it without; search goes on
+    with the new query until `max_turns`. The tree is one node per turn, with the `ids` and
+    `titles` of every paragraph that turn's review saw. Defaults follow the paper: top-5 per query, 3 turns,
+    and the review with reasoning (CoT expansion, Table 13).
+
+    Args:
+        retriever: searches the corpus; required.
+        k: new paragraphs per turn.
+        max_turns: the most retrieve-and-review turns.
+        expansion, fusion, max_*_chars, embed_fn: as for `TreeOfReviews`.
+    """
+
+    def __init__(self, retriever: Retriever | None = None, k: int = 5, max_turns: int = 3,
+                 expansion: str = "cot", fusion: str = "evidence", max_context_chars: int = 6000,
+                 max_paragraph_chars: int = 800, max_review_chars: int = 6000, max_query_chars: int = 600,
+                 embed_fn: EmbedFn | None = None):
+        super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
+                         max_review_chars, max_query_chars, embed_fn)
+        if k < 1 or max_turns < 1:
+            raise ValueError(f"k and max_turns must be positive, got k={k}, max_turns={max_turns}")
+        self.k = k
+        self.max_turns = max_turns
+
+    def forward(self, question: str) -> dspy.Prediction:
+        run = _Run(self._check_question(question))
+        path: list[Passage] = []
+        query = run.question
+        for turn in range(1, self.max_turns + 1):
+            seen = {p.id for p in path}
+            hits = self._retrieve(run, query, self.k + len(path), where=f"retrieve@turn{turn}")
+            new = [p for p in hits if p.id not in seen][:self.k]
+            run.retrieved.extend(new)
+            path += new
+            node = run.add_node(depth=turn, parent=turn - 2 if turn > 1 else None, retrieved_by=query,
+                                ids=[p.id for p in path], titles=[p.title for p in path])
+            if not path:
+                node["action"] = "reject"
+                break
+            mark = len(run.failures)
+            outcome = self._review(run, path, where=f"review@turn{turn}")
+            if outcome is None:
+                node.update(action="reject", failures=run.failures[mark:])
+                break
+            node.update(action=outcome.action, relevant=outcome.relevant, sufficient=outcome.sufficient,
+                        corrected=outcome.corrected, analysis=outcome.analysis, reasoning=outcome.reasoning)
+            for p in path if outcome.relevant else ():
+                run.relevant_ids.setdefault(p.id)
+            if outcome.action == "accept":
+                run.add_evidence(path, outcome.analysis, node["node"])
+            elif outcome.action == "search" and turn < self.max_turns:
+                query = self._next_query(run, path, outcome, where=f"expand@turn{turn}")
+                node.update(query=query, expanded=True)
+            node["failures"] = run.failures[mark:]
+            if not node["expanded"]:
+                break
+        answer, source = self._answer(run, [Evidence((p,)) for p in path])
+        return self._prediction(run, answer, source)

@@ -1,0 +1,131 @@
+"""Evidence fusion (Tree of Reviews, Sec. 3.3): the final answer from the evidence pool.
+
+A piece of evidence is an accepted reasoning path (its paragraphs) with the short
+analysis written when it was accepted. Three readers: from the analyses only, from the
+paragraphs only, or from both (evidence-based, the paper's default). The context
+builders here fit as much evidence as a character budget allows, in pool order,
+dropping the pieces that come last rather than overflowing the model's window.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dspy
+
+from treeqa.data.corpus import Passage
+from treeqa.signatures.formatting import format_passages
+
+FUSIONS: tuple[str, ...] = ("analysis", "paragraph", "evidence")
+
+_ANSWER = "one short entity, a few words at most"
+
+
+class AnswerFromAnalyses(dspy.Signature):
+    """Answer the question from short analyses written while reading different documents.
+
+    The analyses may disagree: weigh them, use what you know, and pick the best-supported
+    answer. Give only the answer itself: one short entity such as a name, a place, a date,
+    a number, or yes/no; not a sentence."""
+
+    question: str = dspy.InputField()
+    analyses: list[str] = dspy.InputField(desc="short statements that each try to answer the question")
+    answer: str = dspy.OutputField(desc=_ANSWER)
+
+
+class AnswerFromParagraphs(dspy.Signature):
+    """Answer the question from the paragraphs; use what you know if they fall short.
+
+    Give only the answer itself: one short entity such as a name, a place, a date, a number,
+    or yes/no; not a sentence."""
+
+    question: str = dspy.InputField()
+    paragraphs: list[str] = dspy.InputField(desc="paragraphs found for the question, each as 'Title: text'")
+    answer: str = dspy.OutputField(desc=_ANSWER)
+
+
+class AnswerFromEvidence(dspy.Signature):
+    """Answer the question from pieces of evidence. Each piece is an analysis (a tentative
+    answer) followed by the paragraphs it was drawn from.
+
+    The analyses may disagree: check them against their paragraphs, use what you know, and
+    pick the best-supported answer. Give only the answer itself: one short entity such as a
+    name, a place, a date, a number, or yes/no; not a sentence."""
+
+    question: str = dspy.InputField()
+    evidence: list[str] = dspy.InputField(desc="pieces of evidence: an analysis and its supporting paragraphs")
+    answer: str = dspy.OutputField(desc=_ANSWER)
+
+
+FUSION_SIGNATURES: dict[str, type[dspy.Signature]] = {
+    "analysis": AnswerFromAnalyses,
+    "paragraph": AnswerFromParagraphs,
+    "evidence": AnswerFromEvidence,
+}
+FUSION_INPUT: dict[str, str] = {"analysis": "analyses", "paragraph": "paragraphs", "evidence": "evidence"}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One accepted reasoning path: its paragraphs, root side first, and its analysis."""
+
+    passages: tuple[Passage, ...]
+    analysis: str = ""
+
+
+def _fit(items: Sequence[str], budget: int) -> list[str]:
+    """Items in order while they fit `budget` characters; the first one is cut to fit if alone too long."""
+    out, used = [], 0
+    for item in items:
+        if used + len(item) > budget:
+            if not out:
+                out.append(item[:budget].rsplit(" ", 1)[0] + " …")
+            break
+        out.append(item)
+        used += len(item)
+    return out
+
+
+def format_evidence(evidence: Evidence, max_paragraph_chars: int | None = None) -> str:
+    """"Analysis: ...\\nParagraphs:\\n- Title: text" for the evidence-based reader."""
+    paragraphs = "\n".join(f"- {p}" for p in format_passages(evidence.passages, max_chars=max_paragraph_chars))
+    return f"Analysis: {evidence.analysis or '(none)'}\nParagraphs:\n{paragraphs}"
+
+
+def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
+                   max_paragraph_chars: int | None = None) -> list[str]:
+    """What the `fusion` reader is shown: as much of the pool as fits `budget_chars`.
+
+    analysis: the analyses (a piece without one shows its paragraphs instead);
+    paragraph: the distinct paragraphs of the pool, in pool order;
+    evidence: whole pieces (analysis + paragraphs).
+    """
+    if fusion not in FUSIONS:
+        raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
+    if budget_chars <= 0:
+        raise ValueError(f"the fusion budget must be positive, got {budget_chars}")
+    if fusion == "analysis":
+        items = [e.analysis or " ".join(format_passages(e.passages, max_chars=max_paragraph_chars)) for e in pool]
+    elif fusion == "paragraph":
+        seen: dict[str, Passage] = {}
+        for e in pool:
+            for p in e.passages:
+                seen.setdefault(p.id, p)
+        items = format_passages(list(seen.values()), max_chars=max_paragraph_chars)
+    else:
+        items = [format_evidence(e, max_paragraph_chars) for e in pool]
+    return _fit(items, budget_chars)
+
+
+_ANSWER_PREFIX = re.compile(r"^(?:so,?\s+)?(?:the\s+)?(?:final\s+)?answer(?:\s+is\b|\s*:)\s*", re.IGNORECASE)
+
+
+def clean_answer(text: str | None) -> str:
+    """The bare answer: first line, without an 'The answer is' lead-in or a closing full stop."""
+    lines = [line for line in str(text or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    answer = _ANSWER_PREFIX.sub("", lines[0].strip()).strip()
+    return answer[:-1].strip() if answer.endswith(".") and not answer.endswith("..") else answer

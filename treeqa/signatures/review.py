@@ -1,0 +1,179 @@
+"""Reviewing the paragraphs on a reasoning path (Tree of Reviews, Sec. 3.2 and 3.4).
+
+A review judges the paragraphs together: are they relevant to the question, are they
+sufficient to answer it, and so which action follows (reject, search, accept). The
+model's three answers can disagree, so `enforce_review_rules` derives the action from
+the two judgments after parsing, and guarantees what each action needs: a search has a
+non-empty query, an accept has an analysis.
+
+Expansion strategies (how the next query is made) live here too: `ParagraphReview`
+writes the query directly, `ReviewWithReasoning` thinks first (CoT expansion), and
+`CompleteMissingParagraph` writes the paragraph that is missing, whose text becomes
+the query (Missing Paragraph Completion, MPC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import dspy
+
+from treeqa.data.corpus import Passage
+from treeqa.signatures.formatting import format_passages
+
+Action = Literal["reject", "search", "accept"]
+
+_RELEVANT = "True if at least one paragraph gives a fact that helps answer the question"
+_SUFFICIENT = ("True only if the paragraphs together state every fact the answer needs; a question about "
+               "two things, or one that needs a second step, needs facts for each of them")
+_ACTION = "reject if not relevant; search if relevant but not sufficient; accept if sufficient"
+_NEXT_QUERY = "for search: a short search query for the missing fact; otherwise leave empty"
+_ANALYSIS = "for accept: one short sentence that answers the question from the paragraphs; otherwise leave empty"
+_PARAGRAPHS = "the paragraphs on the reasoning path, each as 'Title: text'; judge them as a whole"
+
+
+class ParagraphReview(dspy.Signature):
+    """Review paragraphs retrieved for a multi-hop question, taken together.
+
+    relevant: does any paragraph bring us closer to the answer?
+    sufficient: do the paragraphs hold all the facts the answer needs? A multi-hop
+    question usually needs facts from more than one paragraph, so check every part.
+    Then choose the action: reject when nothing is relevant; search when something
+    is still missing, and name the missing fact in next_query; accept when the
+    paragraphs are sufficient, and answer the question in analysis."""
+
+    question: str = dspy.InputField()
+    paragraphs: list[str] = dspy.InputField(desc=_PARAGRAPHS)
+    relevant: bool = dspy.OutputField(desc=_RELEVANT)
+    sufficient: bool = dspy.OutputField(desc=_SUFFICIENT)
+    action: Action = dspy.OutputField(desc=_ACTION)
+    next_query: str = dspy.OutputField(desc=_NEXT_QUERY)
+    analysis: str = dspy.OutputField(desc=_ANALYSIS)
+
+
+class ReviewWithReasoning(dspy.Signature):
+    """Review paragraphs retrieved for a multi-hop question, taken together.
+
+    First reason step by step: which facts do the paragraphs give, and which fact is
+    still missing for the answer? Then judge relevant (does any paragraph bring us
+    closer to the answer?) and sufficient (do they hold all the facts needed, for
+    every part of the question?), and
+    choose the action: reject when nothing is relevant; search when a fact is missing,
+    with a query for exactly that fact in next_query; accept when sufficient, with the
+    answer to the question in analysis."""
+
+    question: str = dspy.InputField()
+    paragraphs: list[str] = dspy.InputField(desc=_PARAGRAPHS)
+    reasoning: str = dspy.OutputField(desc="the facts given and the fact still missing, in two or three sentences")
+    relevant: bool = dspy.OutputField(desc=_RELEVANT)
+    sufficient: bool = dspy.OutputField(desc=_SUFFICIENT)
+    action: Action = dspy.OutputField(desc=_ACTION)
+    next_query: str = dspy.OutputField(desc=_NEXT_QUERY)
+    analysis: str = dspy.OutputField(desc=_ANALYSIS)
+
+
+class CompleteMissingParagraph(dspy.Signature):
+    """The paragraphs do not yet hold everything needed to answer the question.
+
+    From your own knowledge, write the paragraph that is missing: a short
+    encyclopedia-style text stating the missing facts and naming the people, places
+    or works involved. It is used as a search query, so be specific."""
+
+    question: str = dspy.InputField()
+    paragraphs: list[str] = dspy.InputField(desc="the paragraphs found so far, each as 'Title: text'")
+    missing_paragraph: str = dspy.OutputField(desc="two or three sentences with the missing facts")
+
+
+@dataclass(frozen=True)
+class ReviewOutcome:
+    """A review after the rules: `action` always agrees with the two judgments.
+
+    `corrected` says the model's own action was overridden (a measure of how well the
+    model follows the rules); `query_fallback` says the search query was made in code.
+    """
+
+    relevant: bool
+    sufficient: bool
+    action: str
+    next_query: str
+    analysis: str
+    reasoning: str = ""
+    corrected: bool = False
+    query_fallback: bool = False
+
+
+def clean_text(value) -> str:
+    """A free-text output, with the placeholders small models write for 'empty' removed."""
+    text = " ".join(str(value or "").split())
+    return "" if text.lower().strip(".[]()'\"") in {"", "none", "n/a", "na", "empty", "null"} else text
+
+
+def _flag(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().strip("[]").lower() in {"true", "yes", "relevant", "supported", "sufficient"}
+    return bool(value)
+
+
+def enforce_review_rules(prediction, fallback_query: str) -> ReviewOutcome:
+    """Derive the action from the judgments and make it complete.
+
+    - not relevant: reject (whatever `sufficient` says);
+    - relevant, not sufficient: search; an empty `next_query` becomes `fallback_query`;
+    - sufficient: accept, but only with an analysis; without one it is a search, since
+      an acceptance that answers nothing is not evidence.
+
+    Every outcome but accept carries a non-empty `next_query` (a rejected path is still
+    expanded when relevance pruning is off); an accept carries no query.
+
+    Args:
+        prediction: the parsed review (any object with the review's output attributes).
+        fallback_query: the query to search with when the model wrote none; must not be empty.
+    """
+    if not fallback_query.strip():
+        raise ValueError("fallback_query must not be empty")
+    relevant = _flag(getattr(prediction, "relevant", False))
+    sufficient = _flag(getattr(prediction, "sufficient", False))
+    said = str(getattr(prediction, "action", "") or "").strip().lower()
+    next_query = clean_text(getattr(prediction, "next_query", ""))
+    analysis = clean_text(getattr(prediction, "analysis", ""))
+    reasoning = clean_text(getattr(prediction, "reasoning", ""))
+
+    if not relevant:
+        action = "reject"
+    elif sufficient and analysis:
+        action = "accept"
+    else:
+        action = "search"
+    # a rejected path keeps a query too: without relevance pruning it is expanded all the same
+    query_fallback = action != "accept" and not next_query
+    if query_fallback:
+        next_query = fallback_query
+    return ReviewOutcome(
+        relevant=relevant, sufficient=sufficient, action=action,
+        next_query=next_query if action != "accept" else "",
+        analysis=analysis if action == "accept" else "",
+        reasoning=reasoning, corrected=said != action, query_fallback=query_fallback,
+    )
+
+
+def review_paragraphs(passages: Sequence[Passage], max_chars_each: int, max_total_chars: int,
+                      min_chars_each: int = 150) -> list[str]:
+    """The paragraphs a review sees, bounded so the prompt fits the context window.
+
+    Every paragraph is cut to `max_chars_each`; when they still exceed `max_total_chars`
+    each is cut evenly (not below `min_chars_each`, since a paragraph's first sentences
+    carry its main facts), and if even that is too much the last ones are left out.
+    """
+    if not passages:
+        return []
+    overhead = max(len(p.title) for p in passages) + 4  # "Title: " and the " …" of a cut text
+    each = max(min_chars_each, min(max_chars_each, max_total_chars // len(passages) - overhead))
+    out, used = [], 0
+    for text in format_passages(passages, max_chars=each):
+        if out and used + len(text) > max_total_chars:
+            break
+        out.append(text)
+        used += len(text)
+    return out
