@@ -1,0 +1,76 @@
+"""BeamSearchQA and two baselines on real HotpotQA dev questions: the embedded model and the
+dense retriever over the pooled corpus. The NQ preset cut to depth 1 (at most 19 LM calls a
+question) keeps it to a few minutes.
+
+Run under the shared CPU lock:
+    flock /tmp/treeqa-cpu.lock .venv/bin/python -m pytest tests/test_beam_integration.py -m integration -s -q
+"""
+
+import json
+import time
+
+import dspy
+import pytest
+
+from tests.conftest import requires_shared_data
+from treeqa.data import load_examples
+from treeqa.data.corpus import Passage
+from treeqa.lm import get_lm, local_engine
+from treeqa.metrics import exact_match, recall_at_k
+from treeqa.programs.baselines import DirectAnswer, RetrieveThenAnswer
+from treeqa.programs.beam_search import BeamSearchQA
+
+pytestmark = [pytest.mark.integration, requires_shared_data]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    from treeqa.retrievers import get_retriever
+
+    return get_lm("local", cache=False), get_retriever("hotpotqa", "dense"), load_examples("hotpotqa", "dev", n=3)
+
+
+def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
+    engine = local_engine()
+    calls_before, started = engine.stats.calls, time.perf_counter()
+    with dspy.context(lm=lm):
+        pred = program(question=example.question)
+    summary = {
+        "program": type(program).__name__, "question": example.question, "gold": list(example.answers),
+        "answer": pred.answer, "em": exact_match(pred.answer, example.answers),
+        "lm_calls": engine.stats.calls - calls_before, "seconds": round(time.perf_counter() - started, 1),
+        "failures": [f["where"] + ": " + f["error"] for f in pred.failures],
+    }
+    if "retrieved" in pred:
+        summary["recall@10"] = recall_at_k([p.title for p in pred.retrieved], example.gold_titles, 10)
+    if "tree" in pred:
+        summary.update(confidence=pred.confidence, stop=pred.tree["stop"], states=len(pred.tree["states"]))
+    print("\n" + json.dumps(summary, indent=1))
+    return pred, summary
+
+
+def test_beam_search_on_real_questions(setup):
+    lm, retriever, examples = setup
+    program = BeamSearchQA.preset("nq", retriever, depth=1)
+    answered = 0
+    for example in examples:
+        pred, summary = _run(program, lm, example)
+        tree = json.loads(json.dumps(pred.tree))
+        states = tree["states"]
+        assert isinstance(pred.answer, str) and 0.0 <= pred.confidence <= 1.0
+        assert [s["depth"] for s in states[:2]] == [0, 0]  # the two seeds
+        assert all(s["depth"] <= 1 for s in states)
+        assert len(states) <= 2 + 2 * 2
+        assert summary["lm_calls"] >= 5 + len(pred.failures) and summary["lm_calls"] <= 19 + len(pred.failures)
+        assert pred.retrieved and all(isinstance(p, Passage) for p in pred.retrieved)
+        assert len({p.id for p in pred.retrieved}) == len(pred.retrieved)
+        assert tree["best"] is None or states[tree["best"]]["answer"] == pred.answer
+        answered += bool(pred.answer)
+    assert answered >= 2
+
+
+def test_baselines_on_real_questions(setup):
+    lm, retriever, examples = setup
+    for program in (DirectAnswer(), RetrieveThenAnswer(retriever, k=5)):
+        answers = [_run(program, lm, example)[0].answer for example in examples]
+        assert sum(bool(a) for a in answers) >= 2

@@ -1,0 +1,390 @@
+"""BeamSearchQA follows Algorithm 1 of the ALLIES paper, driven by a scripted LM.
+
+The script names every state by the last sub-question on its path ("root" for the seed
+without evidence, the question itself for the seed with evidence, "root1", "root12" …
+below them). The answer of a state is "ans:<name>", and the confidence of that answer is
+read from a table, so each test decides which states win.
+"""
+
+import copy
+import json
+import re
+
+import dspy
+import pytest
+
+from fakes import FakeRetriever, scripted_lm
+from treeqa.data.corpus import Passage
+from treeqa.programs.beam_search import PRESETS, BeamSearchQA
+from treeqa.programs.support import same_question
+
+QUESTION = "QQ"
+_LAST_QUERY = re.compile(r"Query: (.*)")
+_PASSAGE_OF = re.compile(r"text \d+ about (.*?)\"")
+
+
+class Script:
+    """Replies of the scripted LM: sub-questions "<name><i>", answers "ans:<name>", confidences
+    from `conf`; (kind, name) pairs in `fail` raise instead of replying."""
+
+    def __init__(self, conf=None, default=0.1, asks=None, fail=(), garbage=()):
+        self.conf, self.default = conf or {}, default
+        self.asks, self.fail, self.garbage = asks or {}, set(fail), set(garbage)
+
+    @staticmethod
+    def name_of(history: str) -> str:
+        queries = _LAST_QUERY.findall(history)
+        return queries[-1].strip() if queries else "root"
+
+    def __call__(self, kind, inputs):
+        if kind == "sub_questions":
+            name = self.name_of(inputs["history"])
+            asked = self.asks.get(name, [f"{name}{i}" for i in range(1, int(inputs["max_questions"]) + 1)])
+            reply = {"sub_questions": json.dumps(asked)}
+        elif kind == "evidence":
+            name = _PASSAGE_OF.search(inputs["passages"]).group(1)
+            reply = {"evidence": f"facts about {name}"}
+        elif kind == "document":
+            name = inputs["question"]
+            reply = {"document": f"background on {name}"}
+        elif kind == "answer":
+            name = self.name_of(inputs["history"])
+            reply = {"answer": f"ans:{name}"}
+        elif kind == "confidence":
+            name = inputs["answer"].removeprefix("ans:")
+            value = "no idea" if (kind, name) in self.garbage else str(self.conf.get(name, self.default))
+            reply = {"confidence": value}
+        else:
+            raise AssertionError(f"unexpected call for {kind}")
+        if (kind, name) in self.fail:
+            return RuntimeError(f"scripted failure of {kind} for {name}")
+        return reply
+
+
+def run(script, question=QUESTION, retriever=None, **settings):
+    settings.setdefault("evidence", "retrieval")
+    if settings["evidence"] == "retrieval" and retriever is None:
+        retriever = FakeRetriever()
+    program = BeamSearchQA(retriever, **settings)
+    lm, engine = scripted_lm(script)
+    with dspy.context(lm=lm):
+        pred = program(question=question)
+    return pred, engine, retriever
+
+
+def expected_calls(k, d, b, mode):
+    """Algorithm 1 counted by hand: seeds, then per expanded state one Ask and, per sub-question,
+    evidence (retrieval or GENREAD; none without evidence) + Answer + Score."""
+    per_sub = 2 if mode == "none" else 3
+    total, beam = (2, 1) if mode == "none" else (5, 2)
+    for _ in range(d):
+        total += beam * (1 + k * per_sub)
+        beam = min(b, beam * k)
+    return total
+
+
+def states_by_name(pred):
+    return {(s["sub_questions"] or ["root"])[-1]: s for s in pred.tree["states"]}
+
+
+# --- the number of LM calls -------------------------------------------------------------
+
+@pytest.mark.parametrize("k, d, b, mode", [
+    (2, 2, 2, "retrieval"),  # the NQ setting
+    (2, 1, 3, "genread"),    # TriviaQA
+    (3, 2, 3, "genread"),    # WebQ
+    (1, 3, 1, "retrieval"),
+    (3, 2, 2, "none"),
+    (2, 0, 2, "retrieval"),
+])
+def test_lm_calls_match_the_algorithm(k, d, b, mode):
+    pred, engine, retriever = run(Script(), max_queries=k, depth=d, beam_size=b, evidence=mode)
+    assert len(engine.calls) == expected_calls(k, d, b, mode)
+    evidence_kind = {"retrieval": "evidence", "genread": "document", "none": None}[mode]
+    seeds = ["answer", "confidence"] + ([evidence_kind, "answer", "confidence"] if evidence_kind else [])
+    assert engine.kinds()[: len(seeds)] == seeds
+    n_states = len(pred.tree["states"])
+    assert engine.kinds().count("answer") == engine.kinds().count("confidence") == n_states
+    if mode == "retrieval":
+        assert len(retriever.queries) == n_states - 1  # every state but the first seed retrieved once
+        assert retriever.queries[0] == QUESTION
+    assert pred.failures == []
+
+
+def test_nq_preset_makes_33_calls_without_early_exit():
+    program = BeamSearchQA.preset("nq", FakeRetriever())
+    lm, engine = scripted_lm(Script(default=0.5))
+    with dspy.context(lm=lm):
+        program(question=QUESTION)
+    assert len(engine.calls) == 33 == expected_calls(2, 2, 2, "retrieval")
+
+
+# --- pruning, early exit, final choice ------------------------------------------------------
+
+def test_pruning_keeps_the_b_most_confident_and_only_they_are_expanded():
+    # beam 0 ranks QQ (0.2) before root (0.1), so QQ's children are created first
+    conf = {"root": 0.1, QUESTION: 0.2, "QQ1": 0.3, "QQ2": 0.6, "root1": 0.7, "root2": 0.6}
+    pred, engine, _ = run(Script(conf), max_queries=2, depth=2, beam_size=2, threshold=0.8)
+    by = states_by_name(pred)
+    assert [by[n]["status"] for n in ("QQ1", "QQ2", "root1", "root2")] == ["pruned", "kept", "kept", "pruned"]
+    assert pred.tree["beams"][1] == [by["root1"]["id"], by["QQ2"]["id"]]  # 0.6 tie: QQ2 was created first
+    depth2_parents = {s["parent"] for s in pred.tree["states"] if s["depth"] == 2}
+    assert depth2_parents == {by["root1"]["id"], by["QQ2"]["id"]}
+    assert by["root1"]["asked"] == ["root11", "root12"] and by["root2"]["asked"] is None
+    assert by["root11"]["sub_questions"] == ["root1", "root11"]
+    assert by["root11"]["evidences"] == ["facts about root1", "facts about root11"]
+
+
+def test_early_exit_stops_after_the_depth_that_reaches_the_threshold():
+    conf = {"root2": 0.85, "QQ1": 0.5}
+    pred, engine, _ = run(Script(conf), max_queries=2, depth=3, beam_size=2, threshold=0.8)
+    assert len(engine.calls) == expected_calls(2, 1, 2, "retrieval")  # depth 2 and 3 never run
+    assert max(s["depth"] for s in pred.tree["states"]) == 1
+    assert pred.tree["stop"] == "threshold" and len(pred.tree["beams"]) == 2
+    assert pred.answer == "ans:root2" and pred.confidence == pytest.approx(0.85)
+
+
+def test_threshold_is_inclusive():
+    pred, engine, _ = run(Script({"QQ1": 0.8}), max_queries=2, depth=2, beam_size=2, threshold=0.8)
+    assert pred.tree["stop"] == "threshold" and pred.answer == "ans:QQ1"
+
+
+def test_seeds_do_not_stop_the_search_by_default_but_can():
+    conf = {"root": 0.95, "QQ1": 0.4}
+    pred, engine, _ = run(Script(conf), max_queries=2, depth=1, beam_size=2, threshold=0.8)
+    assert len(engine.calls) == expected_calls(2, 1, 2, "retrieval")  # Algorithm 1 checks after expanding
+    assert pred.answer == "ans:QQ1"  # line 26: the best state of the last beam
+    pred, engine, _ = run(Script(conf), max_queries=2, depth=1, beam_size=2, threshold=0.8, check_seeds=True)
+    assert len(engine.calls) == 5 and pred.answer == "ans:root" and pred.tree["stop"] == "threshold"
+
+
+def test_depth_zero_answers_from_the_best_seed():
+    pred, _, _ = run(Script({"root": 0.3, QUESTION: 0.6}), depth=0)
+    assert pred.answer == f"ans:{QUESTION}" and pred.tree["best"] == 1
+
+
+def test_ties_go_to_the_state_created_first():
+    pred, _, _ = run(Script(default=0.5), max_queries=2, depth=1, beam_size=4)
+    # beam 0 is a tie, so the first seed is expanded first and its first child wins
+    assert pred.answer == "ans:root1" and pred.tree["best"] == 2
+    assert pred.tree["beams"] == [[0, 1], [2, 3, 4, 5]]
+    again, _, _ = run(Script(default=0.5), max_queries=2, depth=1, beam_size=4)
+    assert again.tree == pred.tree
+
+
+# --- sub-questions ----------------------------------------------------------------------
+
+def test_a_sub_question_already_on_the_path_is_not_asked_again():
+    asks = {
+        "root": ["QQ", "a", "A?", " a ", "b", "c"],  # the question itself and repeats are skipped; K=2 cut
+        "a": ["a", "b", "d"],  # "a" is on this path; "b" is not (it is on a sibling path)
+    }
+    pred, engine, retriever = run(Script({"a": 0.7}, asks=asks), max_queries=2, depth=2, beam_size=1)
+    by = states_by_name(pred)
+    assert by["root"]["asked"] == ["QQ", "a", "A?", "a", "b", "c"]  # as parsed, before filtering
+    assert [s["sub_questions"] for s in pred.tree["states"] if s["parent"] == 0] == [["a"], ["b"]]
+    assert [s["sub_questions"] for s in pred.tree["states"] if s["depth"] == 2] == [["a", "b"], ["a", "d"]]
+    assert retriever.queries == [QUESTION, "a", "b", "QQ1", "QQ2", "b", "d"]
+
+
+def test_a_lightly_reworded_question_counts_as_asked():
+    question = "Which city hosted the 1992 Summer Olympics games?"
+    asks = {"root": ["Which city hosted the 1992 Summer Olympics?", "When were the 1992 Summer Olympics held?"]}
+    pred, engine, retriever = run(Script(asks=asks), question=question, max_queries=2, depth=1, evidence="none")
+    assert [s["sub_questions"] for s in pred.tree["states"] if s["depth"] == 1] == [
+        ["When were the 1992 Summer Olympics held?"]]
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("Who wrote Carmen?", "who wrote carmen", True),
+    ("Ellie Goulding worked with what other writers on Delirium?",
+     "Ellie Goulding worked with other writers on Delirium?", True),
+    ("When was Albert Einstein born?", "When was Niels Bohr born?", False),
+    ("Where is the Laleli Mosque?", "Where is the Esma Sultan Mansion?", False),
+])
+def test_same_question(a, b, same):
+    assert same_question(a, b) is same
+
+
+def test_evidence_none_keeps_sub_questions_without_evidence():
+    pred, engine, _ = run(Script(), max_queries=1, depth=1, evidence="none")
+    history = [c.inputs["history"] for c in engine.calls if c.kind == "answer"][-1]
+    assert "Query: root1" in history and "(no evidence)" in history
+    assert "retrieved" not in pred
+
+
+def test_genread_writes_a_background_for_each_sub_question():
+    pred, engine, _ = run(Script(), max_queries=2, depth=1, evidence="genread")
+    asked = [c.inputs["question"] for c in engine.calls if c.kind == "document"]
+    assert asked == [QUESTION, "root1", "root2", "QQ1", "QQ2"]
+    assert states_by_name(pred)["root2"]["evidences"] == ["background on root2"]
+
+
+# --- failures -----------------------------------------------------------------------------
+
+def test_a_failed_score_leaves_the_state_at_zero_and_is_recorded():
+    script = Script({"root1": 0.7, "QQ1": 0.9}, fail={("confidence", "QQ1")})
+    pred, engine, _ = run(script, max_queries=2, depth=1, beam_size=2)
+    assert len(engine.calls) == expected_calls(2, 1, 2, "retrieval")
+    qq1 = states_by_name(pred)["QQ1"]
+    assert qq1["confidence"] == 0.0 and qq1["answer"] == "ans:QQ1" and qq1["status"] == "pruned"
+    assert pred.failures == [{**qq1["failures"][0], "state": qq1["id"]}]
+    assert pred.failures[0]["where"] == f"state{qq1['id']}.score"
+    assert "scripted failure of confidence for QQ1" in pred.failures[0]["message"]
+    assert pred.answer == "ans:root1"
+
+
+def test_an_unparseable_score_counts_as_a_failure():
+    pred, engine, _ = run(Script(garbage={("confidence", "root")}), depth=0)
+    assert states_by_name(pred)["root"]["confidence"] == 0.0
+    assert [f["where"] for f in pred.failures] == ["state0.score"]
+    assert len(engine.calls) == 6  # the JSON-adapter retry of the unparseable reply is the extra call
+
+
+def test_a_failed_answer_or_evidence_drops_the_state():
+    script = Script({"root2": 0.6}, fail={("answer", "root1"), ("evidence", "QQ2")})
+    pred, engine, _ = run(script, max_queries=2, depth=1, beam_size=4)
+    by = states_by_name(pred)
+    assert by["root1"]["status"] == by["QQ2"]["status"] == "failed"
+    assert by["QQ2"]["evidences"] == ["facts about QQ", ""] and by["QQ2"]["answer"] == ""
+    assert len(engine.calls) == expected_calls(2, 1, 4, "retrieval") - 1 - 2  # no score; no answer+score
+    assert pred.tree["beams"][1] == [by["root2"]["id"], by["QQ1"]["id"]]
+    assert [f["where"] for f in pred.failures] == [f"state{by['root1']['id']}.answer",
+                                                   f"state{by['QQ2']['id']}.summarize"]
+    assert pred.answer == "ans:root2"
+
+
+def test_a_failed_ask_only_stops_that_branch():
+    pred, engine, _ = run(Script(fail={("sub_questions", "root")}), max_queries=2, depth=1)
+    assert [s["parent"] for s in pred.tree["states"] if s["depth"] == 1] == [1, 1]
+    assert pred.tree["states"][0]["asked"] == [] and pred.failures[0]["where"] == "state0.ask"
+
+
+def test_when_every_call_fails_the_answer_is_empty_and_failures_are_listed():
+    pred, engine, retriever = run(lambda kind, inputs: TimeoutError("server down"), depth=2)
+    assert pred.answer == "" and pred.confidence == 0.0
+    assert [f["where"] for f in pred.failures] == ["state0.answer", "state1.summarize"]
+    assert all("server down" in f["message"] for f in pred.failures)
+    assert pred.tree["stop"] == "empty_beam" and pred.tree["best"] is None
+    assert len(engine.calls) == 2
+
+
+def test_no_new_sub_questions_keeps_the_previous_beam():
+    pred, engine, _ = run(Script({"QQ": 0.6}, asks={"root": [], "QQ": ["qq"]}), depth=2)
+    assert pred.tree["stop"] == "no_new_states" and pred.answer == "ans:QQ"
+
+
+# --- output ---------------------------------------------------------------------------------
+
+def test_tree_is_plain_json_with_every_state():
+    pred, _, _ = run(Script({"root1": 0.4}), max_queries=2, depth=2, beam_size=2)
+    tree = json.loads(json.dumps(pred.tree))
+    assert tree == pred.tree
+    assert tree["question"] == QUESTION and tree["settings"]["beam_size"] == 2
+    keys = {"id", "depth", "parent", "sub_questions", "evidences", "passages", "answer", "confidence", "status",
+            "asked", "failures"}
+    ids = [s["id"] for s in tree["states"]]
+    assert ids == list(range(len(ids)))
+    for s in tree["states"]:
+        assert set(s) == keys and s["status"] in {"kept", "pruned", "failed"}
+        if s["parent"] is not None:
+            parent = tree["states"][s["parent"]]
+            assert s["depth"] == parent["depth"] + 1
+            assert s["sub_questions"][:-1] == parent["sub_questions"]
+        assert len(s["sub_questions"]) == len(s["evidences"])
+    assert tree["states"][tree["best"]]["answer"] == pred.answer
+
+
+def test_retrieved_lists_each_passage_once_first_retrieved_first():
+    pred, _, retriever = run(Script(), max_queries=2, depth=1, retriever=FakeRetriever(shared_id=True))
+    ids = [p.id for p in pred.retrieved]
+    assert ids[:2] == ["common", f"{QUESTION}|1"] and len(ids) == len(set(ids))
+    assert all(isinstance(p, Passage) for p in pred.retrieved)
+    assert len(ids) == 1 + len(retriever.queries)  # "common" + one own passage per query (N=2)
+
+
+def test_genread_has_no_retrieved_field():
+    pred, _, _ = run(Script(), depth=0, evidence="genread")
+    assert "retrieved" not in pred
+
+
+# --- saving and loading ----------------------------------------------------------------------
+
+def test_save_and_load_reproduces_the_prompts(tmp_path):
+    program = BeamSearchQA(FakeRetriever(), max_queries=2, depth=1)
+    program.ask.demos = [dspy.Example(question="demo q", history="(none yet)", max_questions=2,
+                                      sub_questions=["demo sub 1", "demo sub 2"])]
+    program.answer.demos = [dspy.Example(question="demo q", history="(none yet)", answer="DEMO ANSWER")]
+    program.scorer.demos = [dspy.Example(question="demo q", history="(none yet)", answer="x", confidence=0.3)]
+    program.summarize.demos = [dspy.Example(question="demo q", passages=["T: t"], evidence="DEMO FACTS")]
+    program.answer.signature = program.answer.signature.with_instructions("Answer tersely: one entity.")
+    path = tmp_path / "program.json"
+    program.save(str(path))
+
+    fresh = BeamSearchQA(FakeRetriever(), max_queries=2, depth=1)
+    fresh.load(str(path))
+    prompts = []
+    for p in (program, fresh):
+        lm, engine = scripted_lm(Script())
+        with dspy.context(lm=lm):
+            p(question=QUESTION)
+        prompts.append([c.messages for c in engine.calls])
+    assert prompts[0] == prompts[1]
+    text = json.dumps(prompts[1])
+    assert "DEMO ANSWER" in text and "DEMO FACTS" in text and "demo sub 2" in text
+    assert "Answer tersely: one entity." in text
+    fresh.save(str(tmp_path / "again.json"))
+    assert (tmp_path / "again.json").read_text() == path.read_text()
+    assert "retriever" not in path.read_text()
+
+
+# --- construction ----------------------------------------------------------------------------
+
+def test_predictor_names():
+    names = {n for n, _ in BeamSearchQA(FakeRetriever()).named_predictors()}
+    assert names == {"ask", "answer", "scorer", "summarize"}
+    names = {n for n, _ in BeamSearchQA(evidence="genread").named_predictors()}
+    assert names == {"ask", "answer", "scorer", "background"}
+    assert not hasattr(BeamSearchQA(evidence="none"), "score")
+
+
+def test_copies_share_the_retriever():
+    retriever = FakeRetriever()
+    program = BeamSearchQA(retriever)
+    assert program.deepcopy().retriever is retriever
+    assert copy.deepcopy(program).retriever is retriever
+    assert program.reset_copy().retriever is retriever
+
+
+@pytest.mark.parametrize("question", ["", "   ", None])
+def test_empty_question_is_an_error(question):
+    with pytest.raises(ValueError, match="question is empty"):
+        BeamSearchQA(FakeRetriever())(question=question)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({}, "needs a retriever"),
+    ({"evidence": "web"}, "evidence must be one of"),
+    ({"evidence": "none", "max_queries": 0}, "max_queries"),
+    ({"evidence": "none", "depth": -1}, "depth"),
+    ({"evidence": "none", "beam_size": 0}, "beam_size"),
+    ({"evidence": "none", "threshold": 1.5}, "threshold"),
+])
+def test_bad_settings_fail_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        BeamSearchQA(None, **kwargs)
+
+
+def test_presets_follow_table_6():
+    assert set(PRESETS) == {"nq", "triviaqa", "webq"}
+    nq = BeamSearchQA.preset("nq", FakeRetriever())
+    assert (nq.threshold, nq.beam_size, nq.depth, nq.passages, nq.max_queries, nq.evidence) == (
+        0.8, 2, 2, 2, 2, "retrieval")
+    tqa = BeamSearchQA.preset("triviaqa")
+    assert (tqa.beam_size, tqa.depth, tqa.max_queries, tqa.evidence) == (3, 1, 2, "genread")
+    webq = BeamSearchQA.preset("webq", depth=1)
+    assert (webq.beam_size, webq.depth, webq.max_queries, webq.evidence) == (3, 1, 3, "genread")
+    with pytest.raises(ValueError, match="needs a retriever"):
+        BeamSearchQA.preset("nq")
+    with pytest.raises(ValueError, match="unknown preset"):
+        BeamSearchQA.preset("squad")

@@ -1,0 +1,116 @@
+"""The baselines the papers compare against, with BeamSearchQA's interface.
+
+Each takes its hyperparameters and a retriever (None when it does not retrieve), and
+`forward(question)` returns `answer` ("" when its LM calls failed), `failures` and, when it
+retrieves, `retrieved`.
+"""
+
+from __future__ import annotations
+
+import dspy
+
+from treeqa.programs.calls import safe_call
+from treeqa.programs.support import SharedRef, check_question, check_retriever
+from treeqa.retrievers.base import Retriever
+from treeqa.signatures.answer import Answer, AnswerFromPassages
+from treeqa.signatures.evidence import GenerateBackground
+from treeqa.signatures.formatting import format_history, format_passages
+
+
+def _answer_of(pred: dspy.Prediction | None) -> str:
+    return pred.answer.strip() if pred is not None else ""
+
+
+class DirectAnswer(dspy.Module):
+    """The model answers from its own knowledge, in one call (ALLIES' first seed alone).
+
+    Example:
+        >>> DirectAnswer()(question="who wrote the opera carmen").answer
+    """
+
+    def __init__(self, retriever: Retriever | None = None):
+        super().__init__()
+        self.answer = dspy.Predict(Answer)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question = check_question(question, type(self).__name__)
+        failures: list[dict] = []
+        pred = safe_call(self.answer, failures, "answer", question=question, history=format_history([]))
+        return dspy.Prediction(answer=_answer_of(pred), failures=failures)
+
+
+class ChainOfThoughtAnswer(dspy.Module):
+    """The model reasons step by step, then answers from its own knowledge (one call).
+
+    Example:
+        >>> pred = ChainOfThoughtAnswer()(question="who wrote the opera carmen")
+        >>> pred.reasoning, pred.answer
+    """
+
+    def __init__(self, retriever: Retriever | None = None):
+        super().__init__()
+        self.answer = dspy.ChainOfThought(Answer)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question = check_question(question, type(self).__name__)
+        failures: list[dict] = []
+        pred = safe_call(self.answer, failures, "answer", question=question, history=format_history([]))
+        return dspy.Prediction(answer=_answer_of(pred), reasoning=pred.reasoning if pred is not None else "",
+                               failures=failures)
+
+
+class RetrieveThenAnswer(dspy.Module):
+    """Retrieve the top-k passages for the question and answer from them (one LM call).
+
+    Args:
+        retriever: searches the corpus (required).
+        k: passages retrieved and shown to the model.
+        passage_chars: each passage is cut to this many characters.
+
+    Example:
+        >>> RetrieveThenAnswer(get_retriever("hotpotqa"), k=5)(question="...").retrieved
+    """
+
+    def __init__(self, retriever: Retriever | None = None, *, k: int = 5, passage_chars: int = 1000):
+        super().__init__()
+        check_retriever(retriever, "RetrieveThenAnswer", needed=True)
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1; got {k!r}")
+        self.k, self.passage_chars = k, passage_chars
+        self._retriever = SharedRef(retriever)
+        self.answer = dspy.Predict(AnswerFromPassages)
+
+    @property
+    def retriever(self) -> Retriever:
+        return self._retriever.value
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question = check_question(question, type(self).__name__)
+        failures: list[dict] = []
+        passages = self.retriever.search(question, self.k)
+        pred = safe_call(self.answer, failures, "answer", question=question,
+                         passages=format_passages(passages, self.passage_chars))
+        return dspy.Prediction(answer=_answer_of(pred), failures=failures, retrieved=list(passages))
+
+
+class GenRead(dspy.Module):
+    """GENREAD (generate-then-read): the model writes a background document for the question,
+    then answers from it (two LM calls, no retrieval).
+
+    Example:
+        >>> pred = GenRead()(question="who wrote the opera carmen")
+        >>> pred.document, pred.answer
+    """
+
+    def __init__(self, retriever: Retriever | None = None):
+        super().__init__()
+        self.background = dspy.Predict(GenerateBackground)
+        self.answer = dspy.Predict(AnswerFromPassages)
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question = check_question(question, type(self).__name__)
+        failures: list[dict] = []
+        doc = safe_call(self.background, failures, "background", question=question)
+        document = doc.document.strip() if doc is not None else ""
+        pred = safe_call(self.answer, failures, "answer", question=question, passages=[document] if document else [])
+        return dspy.Prediction(answer=_answer_of(pred), document=document, failures=failures)

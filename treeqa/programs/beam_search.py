@@ -1,0 +1,258 @@
+"""BeamSearchQA: the ALLIES beam search (Algorithm 1 of `papers/allies_beam_search.txt`).
+
+A state is ⟨question, sub-questions, evidences, answer, confidence⟩. Two seed states
+(answer with no evidence; answer with evidence for the question itself) form beam 0.
+At each depth every state of the previous beam asks for up to K new sub-questions; each
+one gets evidence and becomes a new state that answers the question from the enlarged
+history and scores that answer. The new states are pruned to the B most confident; the
+search stops as soon as a kept state reaches the threshold S, and the answer is the most
+confident state of the last beam.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from treeqa.data.corpus import Passage
+from treeqa.programs.calls import safe_call
+from treeqa.programs.support import (PassageLog, SharedRef, check_question, check_retriever, question_key,
+                                     same_question)
+from treeqa.retrievers.base import Retriever
+from treeqa.signatures.answer import Answer
+from treeqa.signatures.ask import Ask
+from treeqa.signatures.evidence import GenerateBackground, SummarizeEvidence
+from treeqa.signatures.formatting import format_history, format_passages
+from treeqa.signatures.score import Score
+
+EVIDENCE_MODES = ("retrieval", "genread", "none")
+
+# Table 6 of the paper; `passages` is unused with GENREAD evidence.
+PRESETS: dict[str, dict[str, Any]] = {
+    "nq": dict(threshold=0.8, beam_size=2, depth=2, passages=2, max_queries=2, evidence="retrieval"),
+    "triviaqa": dict(threshold=0.8, beam_size=3, depth=1, passages=2, max_queries=2, evidence="genread"),
+    "webq": dict(threshold=0.8, beam_size=3, depth=2, passages=2, max_queries=3, evidence="genread"),
+}
+
+NO_PASSAGES = "(no passages found)"
+
+
+@dataclass
+class SearchState:
+    """One node of the search tree; `status` is "kept", "pruned" or "failed" (never answered)."""
+
+    id: int
+    depth: int
+    parent: int | None
+    sub_questions: list[str]
+    evidences: list[str]
+    passages: list[Passage] = field(default_factory=list)  # behind the newest evidence
+    answer: str = ""
+    confidence: float = 0.0
+    status: str = "kept"
+    asked: list[str] | None = None  # sub-questions proposed when this state was expanded
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def history(self) -> list[tuple[str, str]]:
+        return list(zip(self.sub_questions, self.evidences, strict=True))
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "depth": self.depth, "parent": self.parent,
+            "sub_questions": list(self.sub_questions), "evidences": list(self.evidences),
+            "passages": [{"id": p.id, "title": p.title} for p in self.passages],
+            "answer": self.answer, "confidence": self.confidence, "status": self.status,
+            "asked": None if self.asked is None else list(self.asked), "failures": list(self.failures),
+        }
+
+
+def rank(states: list[SearchState]) -> list[SearchState]:
+    """Most confident first; ties go to the state created first, so the order is deterministic."""
+    return sorted(states, key=lambda s: (-s.confidence, s.id))
+
+
+class BeamSearchQA(dspy.Module):
+    """ALLIES: answer a question by beam search over (sub-question, evidence) histories.
+
+    Args:
+        retriever: searches the corpus; required when `evidence="retrieval"`, unused otherwise.
+        max_queries: K, the most sub-questions one state may ask.
+        depth: D, the most expansion rounds after the two seeds (0 keeps only the seeds).
+        passages: N, passages retrieved per sub-question and summarised into one evidence.
+        threshold: S, stop after the first depth whose kept states include one this confident.
+        beam_size: B, states kept at each depth.
+        evidence: "retrieval" (retrieve N passages and summarise them), "genread" (the model
+            writes a background document for the sub-question) or "none" (the history holds
+            sub-questions only, and the evidence-based seed is skipped).
+        passage_chars: each passage is cut to this many characters before summarising.
+        check_seeds: also stop before any expansion when a seed reaches S. Algorithm 1 checks
+            the threshold only after each expansion (the default); Section 3.4 can be read
+            either way, and checking the seeds saves most calls on easy questions.
+
+    Example:
+        >>> program = BeamSearchQA.preset("nq", retriever=get_retriever("nq"))
+        >>> pred = program(question="who wrote the opera carmen")
+        >>> pred.answer, pred.confidence, len(pred.tree["states"])
+
+    The result also carries `tree` (every state as a JSON-ready dict, plus the beams and
+    why the search stopped), `failures` (every failed LM call, with its state id) and, with
+    retrieval, `retrieved` (every passage seen, first-retrieved first).
+
+    A sub-question already on a state's path, the question itself, or a light rewording of
+    either (`same_question`) is not asked again. Ties in confidence go to the state created
+    first. A failed call never ends the question: a failed Ask leaves that state without
+    children, a failed evidence or Answer call marks the new state "failed" (it never enters
+    a beam), and a failed Score leaves the state in the race at confidence 0. When every
+    call fails the answer is "" and `failures` says why.
+    """
+
+    def __init__(self, retriever: Retriever | None = None, *, max_queries: int = 2, depth: int = 2,
+                 passages: int = 2, threshold: float = 0.8, beam_size: int = 2, evidence: str = "retrieval",
+                 passage_chars: int = 1000, check_seeds: bool = False):
+        super().__init__()
+        if evidence not in EVIDENCE_MODES:
+            raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}; got {evidence!r}")
+        for name, value, low in (("max_queries", max_queries, 1), ("depth", depth, 0), ("passages", passages, 1),
+                                 ("beam_size", beam_size, 1), ("passage_chars", passage_chars, 1)):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must lie in [0, 1]; got {threshold!r}")
+        check_retriever(retriever, "BeamSearchQA with evidence='retrieval'", needed=evidence == "retrieval")
+        self.max_queries, self.depth, self.passages = max_queries, depth, passages
+        self.threshold, self.beam_size, self.evidence = float(threshold), beam_size, evidence
+        self.passage_chars, self.check_seeds = passage_chars, bool(check_seeds)
+        self._retriever = SharedRef(retriever)
+        self.ask = dspy.Predict(Ask)
+        self.answer = dspy.Predict(Answer)
+        self.scorer = dspy.Predict(Score)  # never `score`: MIPROv2 sets program.score
+        if evidence == "retrieval":
+            self.summarize = dspy.Predict(SummarizeEvidence)
+        elif evidence == "genread":
+            self.background = dspy.Predict(GenerateBackground)
+
+    @classmethod
+    def preset(cls, name: str, retriever: Retriever | None = None, **overrides) -> BeamSearchQA:
+        """The paper's settings for "nq", "triviaqa" or "webq" (Table 6), with any overrides."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        return cls(retriever, **{**PRESETS[name], **overrides})
+
+    @property
+    def retriever(self) -> Retriever | None:
+        return self._retriever.value
+
+    @property
+    def settings(self) -> dict:
+        return {"max_queries": self.max_queries, "depth": self.depth, "passages": self.passages,
+                "threshold": self.threshold, "beam_size": self.beam_size, "evidence": self.evidence,
+                "check_seeds": self.check_seeds}
+
+    # --- Algorithm 1 ---------------------------------------------------------------------
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question = check_question(question, type(self).__name__)
+        states: list[SearchState] = []
+        seen = PassageLog()
+
+        def new_state(parent: SearchState | None, sub_question: str | None) -> SearchState:
+            depth = 0 if parent is None else parent.depth + 1
+            sub_questions = (parent.sub_questions if parent else []) + ([sub_question] if sub_question else [])
+            evidences = list(parent.evidences) if parent else []
+            state = SearchState(len(states), depth, parent.id if parent else None, sub_questions, evidences)
+            states.append(state)
+            if sub_question is not None and not self._add_evidence(state, question, sub_question, seen):
+                state.status = "failed"
+                return state
+            self._answer_and_score(state, question)
+            return state
+
+        # beam 0: the two seeds (lines 1-8); without evidence the second seed would repeat the first
+        beam = [new_state(None, None)]
+        if self.evidence != "none":
+            beam.append(new_state(None, question))
+        beam = rank([s for s in beam if s.status != "failed"])
+        beams, stop = [[s.id for s in beam]], "max_depth"
+        rounds = self.depth
+        if not beam:  # every seed failed: nothing to expand
+            rounds, stop = 0, "empty_beam"
+        elif self.check_seeds and beam[0].confidence >= self.threshold:
+            rounds, stop = 0, "threshold"
+
+        for _ in range(rounds):  # lines 9-25
+            children = []
+            for parent in beam:
+                for sub_question in self._ask(parent, question):
+                    children.append(new_state(parent, sub_question))
+            answered = rank([c for c in children if c.status != "failed"])
+            if not answered:  # nothing new to compare: the previous beam stays the last one
+                stop = "no_new_states"
+                break
+            beam = answered[: self.beam_size]
+            for pruned in answered[self.beam_size:]:
+                pruned.status = "pruned"
+            beams.append([s.id for s in beam])
+            if beam[0].confidence >= self.threshold:
+                stop = "threshold"
+                break
+
+        best = beam[0] if beam else None  # line 26
+        failures = [{**f, "state": s.id} for s in states for f in s.failures]
+        tree = {"question": question, "settings": self.settings, "states": [s.to_dict() for s in states],
+                "beams": beams, "best": best.id if best else None, "stop": stop}
+        outputs = {"answer": best.answer if best else "", "confidence": best.confidence if best else 0.0,
+                   "tree": tree, "failures": failures}
+        if self.evidence == "retrieval":
+            outputs["retrieved"] = seen.passages
+        return dspy.Prediction(**outputs)
+
+    # --- the four functions of Section 4 --------------------------------------------------
+
+    def _ask(self, state: SearchState, question: str) -> list[str]:
+        """Up to K sub-questions, in the model's order, that are not already on this state's path,
+        not the question itself, and not repeated (see `same_question`)."""
+        pred = safe_call(self.ask, state.failures, f"state{state.id}.ask", question=question,
+                         history=format_history(state.history), max_questions=self.max_queries)
+        proposed = [q.strip() for q in pred.sub_questions] if pred is not None else []
+        state.asked = proposed
+        taken = [question, *state.sub_questions]
+        new = []
+        for sub_question in proposed:
+            if question_key(sub_question) and not any(same_question(sub_question, t) for t in taken):
+                taken.append(sub_question)
+                new.append(sub_question)
+        return new[: self.max_queries]
+
+    def _add_evidence(self, state: SearchState, question: str, sub_question: str, seen: PassageLog) -> bool:
+        """Append the evidence for `sub_question` to the state ("" and False when its LM call
+        failed). Passages are retrieved for the sub-question and summarised for the question."""
+        text: str | None = ""
+        if self.evidence == "genread":
+            pred = safe_call(self.background, state.failures, f"state{state.id}.background", question=sub_question)
+            text = pred.document.strip() if pred is not None else None
+        elif self.evidence == "retrieval":
+            passages = self.retriever.search(sub_question, self.passages)
+            seen.add(passages)
+            state.passages = list(passages)
+            text = NO_PASSAGES
+            if passages:
+                pred = safe_call(self.summarize, state.failures, f"state{state.id}.summarize", question=question,
+                                 passages=format_passages(passages, self.passage_chars))
+                text = pred.evidence.strip() if pred is not None else None
+        state.evidences.append(text or "")
+        return text is not None
+
+    def _answer_and_score(self, state: SearchState, question: str) -> None:
+        """Answer from the state's history, then score it; a failed score leaves confidence 0."""
+        history = format_history(state.history)
+        pred = safe_call(self.answer, state.failures, f"state{state.id}.answer", question=question, history=history)
+        if pred is None:
+            state.status = "failed"
+            return
+        state.answer = pred.answer.strip()
+        pred = safe_call(self.scorer, state.failures, f"state{state.id}.score", question=question,
+                         history=history, answer=state.answer)
+        state.confidence = float(pred.confidence) if pred is not None else 0.0

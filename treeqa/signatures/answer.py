@@ -1,0 +1,29 @@
+"""Answer the original question, from a search history or from passages, with one short entity."""
+
+from __future__ import annotations
+
+import dspy
+
+
+class Answer(dspy.Signature):
+    """Answer the original question using the search history and what you know.
+
+    Reply with the answer only: one short entity such as a name, a place, a date or a number,
+    or yes/no for a yes/no question. No sentence, no explanation. If the history does not
+    give the answer, give your best guess."""
+
+    question: str = dspy.InputField(desc="the original question")
+    history: str = dspy.InputField(desc="questions already searched and the evidence found for each")
+    answer: str = dspy.OutputField(desc="one short entity, a few words at most")
+
+
+class AnswerFromPassages(dspy.Signature):
+    """Answer the question using the passages and what you know.
+
+    Reply with the answer only: one short entity such as a name, a place, a date or a number,
+    or yes/no for a yes/no question. No sentence, no explanation. If the passages do not give
+    the answer, give your best guess."""
+
+    question: str = dspy.InputField()
+    passages: list[str] = dspy.InputField(desc="documents that may contain the answer")
+    answer: str = dspy.OutputField(desc="one short entity, a few words at most")
