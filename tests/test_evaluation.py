@@ -68,3 +68,16 @@ def test_resume_after_torn_write(tmp_path):
 
 def test_summarize_empty():
     assert summarize([]) == {"n": 0}
+
+
+def test_parse_attempts_and_failures_are_recorded():
+    lm = DummyLM([{"reply": "not the field asked for"}, {"reply": "still not"}, {"answer": "Rome"}])
+    program = EchoProgram()
+    ex = _examples()
+    result = evaluate(program, [ex[2], ex[0]], lm=lm, progress=False)
+    italy, france = result["records"]
+    assert italy["error"].startswith("AdapterParseError")  # chat parse and the JSON retry both failed
+    (name,) = italy["parse_attempts"]
+    assert italy["parse_attempts"][name] == 2 and italy["parse_failures"][name] == 2
+    assert france["parse_attempts"][name] == 1 and france["parse_failures"] == {}
+    assert result["summary"]["parse_success"] == pytest.approx(100 / 3, abs=0.01)

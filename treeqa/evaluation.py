@@ -16,10 +16,30 @@ from statistics import mean
 from typing import Any
 
 import dspy
+from dspy.utils.callback import BaseCallback
 
 from treeqa.metrics import exact_match, f1_score, recall_at_k
 
 RECALL_K = 15
+
+
+class ParseCounter(BaseCallback):
+    """Counts adapter parse attempts and failures per signature; a failure costs DSPy a retry."""
+
+    def __init__(self):
+        self._names: dict[str, str] = {}
+        self.attempts: dict[str, int] = {}
+        self.failures: dict[str, int] = {}
+
+    def on_adapter_parse_start(self, call_id, instance, inputs):
+        signature = inputs.get("signature")
+        self._names[call_id] = getattr(signature, "__name__", str(signature))
+
+    def on_adapter_parse_end(self, call_id, outputs, exception=None):
+        name = self._names.pop(call_id, "?")
+        self.attempts[name] = self.attempts.get(name, 0) + 1
+        if exception is not None:
+            self.failures[name] = self.failures.get(name, 0) + 1
 
 
 def _retrieved_titles(prediction: Any) -> list[str] | None:
@@ -46,13 +66,20 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     """Run one example and score it; never raises for a failure inside the program."""
     record: dict[str, Any] = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     prediction, error = None, None
+    engine_stats = getattr(getattr(lm, "_engine_spec", None), "stats", None)
+    lm_seconds_before = engine_stats.seconds if engine_stats is not None else None
     started = time.perf_counter()
-    with dspy.context(lm=lm) if lm is not None else dspy.context(), dspy.track_usage() as tracker:
+    parses = ParseCounter()
+    callbacks = [*dspy.settings.get("callbacks", []), parses]
+    context = dict(lm=lm, callbacks=callbacks) if lm is not None else dict(callbacks=callbacks)
+    with dspy.context(**context), dspy.track_usage() as tracker:
         try:
             prediction = program(**example.inputs())
         except Exception as exc:  # noqa: BLE001 - recorded for this example, the run goes on
             error = f"{type(exc).__name__}: {exc}"[:1000]
     record["seconds"] = round(time.perf_counter() - started, 3)
+    if engine_stats is not None:  # the embedded engine times its own calls: the rest is pipeline
+        record["lm_seconds"] = round(engine_stats.seconds - lm_seconds_before, 3)
     record.update(_usage(tracker))
     answer = str(getattr(prediction, "answer", "") or "") if prediction is not None else ""
     record["prediction"] = answer
@@ -63,6 +90,8 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     if titles is not None and gold:
         record[f"recall@{RECALL_K}"] = round(recall_at_k(titles, gold, RECALL_K), 4)
     failures = list(getattr(prediction, "failures", None) or []) if prediction is not None else []
+    record["parse_attempts"] = parses.attempts
+    record["parse_failures"] = parses.failures
     record["failed_calls"] = len(failures)
     if failures:
         record["failures"] = failures
@@ -113,6 +142,13 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
         out[f"recall@{RECALL_K}"] = round(100 * mean(recalls), 2)
     for key in ("lm_calls", "prompt_tokens", "prompt_tokens_cached", "completion_tokens", "seconds"):
         out[f"{key}_per_q"] = round(mean(r.get(key, 0) for r in records), 2)
+    if all("lm_seconds" in r for r in records) and sum(r["seconds"] for r in records) > 0:
+        out["overhead_pct"] = round(100 * (1 - sum(r["lm_seconds"] for r in records)
+                                           / sum(r["seconds"] for r in records)), 2)
+    attempts = sum(sum(r.get("parse_attempts", {}).values()) for r in records)
+    if attempts:
+        failed = sum(sum(r.get("parse_failures", {}).values()) for r in records)
+        out["parse_success"] = round(100 * (1 - failed / attempts), 2)
     out["failed_calls"] = sum(r.get("failed_calls", 0) for r in records)
     out["errors"] = sum(1 for r in records if r.get("error"))
     return out

@@ -1,0 +1,57 @@
+import json
+
+import pytest
+from dspy.utils import DummyLM
+from typer.testing import CliRunner
+
+import treeqa.lm
+from treeqa.cli import app, parse_params
+from treeqa.programs import PROGRAMS, BeamSearchQA, build_program, program_name, uses_retriever
+from treeqa.runs import EvalSpec, run_evaluation
+
+
+def test_registry_builds_every_program_and_knows_who_retrieves():
+    assert set(PROGRAMS) == {"beam", "tor", "cor", "rta", "direct", "cot", "genread"}
+    for name in ("direct", "cot", "genread"):
+        assert program_name(build_program(name)) == name
+        assert not uses_retriever(name)
+    for name in ("tor", "cor", "rta", "beam"):
+        assert uses_retriever(name)
+        with pytest.raises(ValueError):
+            build_program(name)  # they need a retriever
+    assert not uses_retriever("beam", {"evidence": "genread"})
+    assert not uses_retriever("beam", preset="triviaqa")
+    beam = build_program("beam", preset="webq")
+    assert isinstance(beam, BeamSearchQA) and (beam.beam_size, beam.depth, beam.max_queries) == (3, 2, 3)
+    with pytest.raises(ValueError, match="unknown program"):
+        build_program("magic")
+    with pytest.raises(ValueError, match="presets are for the beam"):
+        build_program("direct", preset="nq")
+
+
+def test_parse_params_reads_json_values():
+    assert parse_params(["depth=2", "widths=[3, 2]", "expansion=mpc", "relevance_pruning=false"]) == {
+        "depth": 2, "widths": [3, 2], "expansion": "mpc", "relevance_pruning": False}
+
+
+def test_run_evaluation_writes_and_resumes(fixture_data, tmp_path, monkeypatch):
+    lm = DummyLM({"Rigi": {"answer": "Lake Zurich"}, "Weggis": {"answer": "no"}})
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    spec = EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2)
+    result = run_evaluation(spec, tmp_path / "run")
+    assert result["summary"]["n"] == 2 and result["summary"]["em"] == 50.0
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["spec"]["program"] == "direct" and "dspy" in saved["versions"]
+    lines = (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    assert "| direct | 2 | 50.0 |" in result["table"]
+    run_evaluation(spec, tmp_path / "run")  # nothing left to do: no new lines
+    assert len((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()) == 2
+
+
+def test_evaluate_command_reports_bad_input(fixture_data, tmp_path):
+    result = CliRunner().invoke(app, ["evaluate", "--program", "direct", "--dataset", "squad", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "unknown dataset 'squad'" in result.output
+    result = CliRunner().invoke(app, ["evaluate", "--program", "direct", "--param", "oops"])
+    assert result.exit_code != 0 and "key=value" in result.output
