@@ -18,3 +18,10 @@ _os.environ.setdefault("HF_DATASETS_CACHE", str(_settings.hf_cache_dir / "datase
 _os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 __version__ = "0.1.0"
+
+
+def load_program(path, retriever=None, expect=None):
+    """A ready compiled program from a `treeqa optimize` output file (see `treeqa.compiled`)."""
+    from treeqa.compiled import load_program as _load
+
+    return _load(path, retriever=retriever, expect=expect)

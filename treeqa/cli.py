@@ -1,8 +1,9 @@
-"""The `treeqa` command line: model install, index build, and the smoke question."""
+"""The `treeqa` command line: model, index, evaluate, ask, optimize."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -65,22 +66,146 @@ def index_build(
                f"(under {get_settings().index_dir})")
 
 
+def parse_params(pairs: list[str]) -> dict:
+    """`key=value` pairs; values are read as JSON when they parse (numbers, lists, booleans)."""
+    import json
+
+    params = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--param")
+        try:
+            params[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key.strip()] = value
+    return params
+
+
+def default_split(dataset: str) -> str:
+    from treeqa.data import SPLITS
+
+    return "dev" if "dev" in SPLITS.get(dataset, {}) else "test"
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    program: Annotated[str | None, typer.Option(help="beam, tor, cor, rta, direct, cot or genread.")] = None,
+    dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
+    split: Annotated[str | None, typer.Option(help="Split (default: dev, else test).")] = None,
+    n: Annotated[int, typer.Option("--n", "--dev", help="Number of questions (seeded sample).")] = 30,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
+    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    preset: Annotated[str | None, typer.Option(help="beam only: nq, triviaqa or webq settings.")] = None,
+    param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable).")] = [],
+    threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
+    out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
+    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to evaluate.")] = None,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (off: every call reaches the LM, "
+                                             "so reported costs are real).")] = True,
+) -> None:
+    """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
+    from treeqa.compiled import load_program, read_recipe
+    from treeqa.runs import EvalSpec, run_evaluation
+
+    try:
+        loaded = None
+        params = parse_params(param)
+        if compiled:
+            recipe, _ = read_recipe(compiled)
+            loaded = load_program(compiled, expect=program)
+            program, preset, params = recipe["program"], recipe.get("preset"), recipe.get("params") or {}
+            params = {**params, "_compiled": str(Path(compiled).resolve())}
+        if program is None:
+            _fail("name a --program, or give a --compiled file")
+        spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
+                        lm=lm, api_base=api_base, retriever=retriever, preset=preset, params=params,
+                        threads=threads, cache=cache)
+        result = run_evaluation(spec, out, program=loaded)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    typer.echo(result["table"])
+    typer.echo(f"written to {result['out']}")
+
+
 @app.command("ask")
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
+    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to answer with.")] = None,
+    program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = "direct",
+    dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
+    retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    tree: Annotated[bool, typer.Option("--tree", help="Also print the search tree.")] = False,
 ) -> None:
-    """Answer one question directly with the LM (no search): a check that the LM works."""
+    """Answer one question with a compiled program (or a zero-shot one) and print the answer."""
+    import json
+
     import dspy
 
+    from treeqa.compiled import load_program
     from treeqa.lm import get_lm
+    from treeqa.programs import build_program, uses_retriever
 
     if not question.strip():
         _fail("the question is empty")
-    with dspy.context(lm=get_lm(lm, api_base=api_base)):
-        prediction = dspy.Predict("question -> answer")(question=question)
+    try:
+        if compiled:
+            qa = load_program(compiled)
+        else:
+            from treeqa.retrievers import get_retriever
+
+            index = get_retriever(dataset, retriever) if uses_retriever(program) else None
+            qa = build_program(program, index)
+        with dspy.context(lm=get_lm(lm, api_base=api_base)):
+            prediction = qa(question=question)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
     typer.echo(prediction.answer)
+    if tree:
+        typer.echo(json.dumps(getattr(prediction, "tree", None), indent=2, ensure_ascii=False, default=str))
+    for failure in getattr(prediction, "failures", None) or []:
+        typer.secho(f"failed call: {failure}", fg=typer.colors.YELLOW, err=True)
+
+
+@app.command("optimize")
+def optimize_cmd(
+    program: Annotated[str, typer.Option(help="beam, tor, cor, rta, direct, cot or genread.")] = "tor",
+    dataset: Annotated[str, typer.Option(help="hotpotqa, 2wikimultihopqa, musique, nq, triviaqa or webq.")] = "hotpotqa",
+    optimizer: Annotated[str, typer.Option(help="bootstrap, random-search, mipro, copro, simba or gepa.")] = "bootstrap",
+    train: Annotated[int, typer.Option(help="Training questions to compile on.")] = 20,
+    dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 30,
+    seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,
+    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
+    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    teacher_lm: Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")] = None,
+    retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    threads: Annotated[int, typer.Option(help="Parallel questions (remote LMs; the embedded one is serial).")] = 1,
+    out: Annotated[str | None, typer.Option(help="Output folder (default under runs/optimize/).")] = None,
+    preset: Annotated[str | None, typer.Option(help="beam only: the paper's nq, triviaqa or webq settings.")] = None,
+    param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable), "
+                                                  "e.g. depth=2, widths=[5,3,3], expansion=mpc.")] = [],
+    max_demos: Annotated[int, typer.Option(help="Bootstrapped demos per predictor.")] = 2,
+    candidates: Annotated[int, typer.Option(help="Candidate programs / instructions (search optimizers).")] = 2,
+    trials: Annotated[int, typer.Option(help="MIPROv2 trials.")] = 3,
+    metric_calls: Annotated[int, typer.Option(help="GEPA's budget of metric calls.")] = 40,
+    plan: Annotated[bool, typer.Option("--plan", help="Print the LM-call budget and exit.")] = False,
+) -> None:
+    """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
+    from treeqa.compiled import CompiledProgramError
+    from treeqa.optimize import OptimizeSpec, run_optimize
+
+    try:
+        spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train=train, dev=dev, seed=seed,
+                            lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever, threads=threads,
+                            preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
+                            trials=trials, metric_calls=metric_calls)
+        run_optimize(spec, out, plan_only=plan, echo=typer.echo)
+    except (ValueError, FileNotFoundError, CompiledProgramError) as exc:
+        _fail(str(exc))
 
 
 def main() -> None:

@@ -1,0 +1,139 @@
+import json
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+import treeqa.lm
+from tests.generic_lm import generic_lm
+from treeqa.cli import app
+from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
+from treeqa.optimize import (OPTIMIZERS, OptimizeSpec, em_feedback_metric, em_metric, max_calls_per_question,
+                             run_optimize, splits_for)
+from treeqa.programs import build_program
+
+# fixture questions: dev "Rigi Railway company" -> Lake Zurich, "Weggis" -> yes; train "cog railway" -> 1871
+ANSWERS = {"Rigi Railway company": "Lake Zurich", "cog railway": "1871", "Which mountain": "Mount Rigi", "Weggis": "no"}
+
+
+@pytest.fixture
+def scripted(fixture_data, monkeypatch):
+    lm = generic_lm(ANSWERS)
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    return lm
+
+
+def _spec(**kw):
+    return OptimizeSpec(**{"program": "direct", "dataset": "hotpotqa", "train": 1, "dev": 2, **kw})
+
+
+def test_metrics():
+    ex = dspy.Example(question="q", answers=["Paris"])
+    good, bad = dspy.Prediction(answer="paris"), dspy.Prediction(answer="Lyon")
+    assert em_metric(ex, good) == 1.0 and em_metric(ex, bad) == 0.0
+    assert em_metric(ex, good, trace=[]) is True and em_metric(ex, bad, trace=[]) is False
+    fb = em_feedback_metric(ex, bad)
+    assert fb.score == 0.0 and "'Paris'" in fb.feedback and "'Lyon'" in fb.feedback
+
+
+def test_splits():
+    assert splits_for("hotpotqa") == ("train", "dev")
+    assert splits_for("nq") == ("dev", "test")
+    assert splits_for("triviaqa") == ("dev", "test")
+    assert splits_for("webq") == ("train", "test")
+
+
+def test_run_writes_reports_and_resumes(scripted, tmp_path, capsys):
+    out = tmp_path / "run"
+    result = run_optimize(_spec(), out)
+    for name in ("compiled.json", "report.json", "report.md", "zero-shot/predictions.jsonl",
+                 "compiled/predictions.jsonl", "spec.json"):
+        assert (out / name).is_file(), name
+    report = json.loads((out / "report.json").read_text())
+    assert report["zero_shot"]["n"] == 2 and report["compiled"]["n"] == 2
+    assert report["zero_shot"]["em"] == 50.0  # Lake Zurich right, "no" for a yes question wrong
+    assert report["compile"]["demos"] == {"answer": 1}  # the one train question bootstrapped
+    assert "| direct zero-shot |" in result["table"] and "| direct compiled (bootstrap) |" in result["table"]
+    calls = len(scripted._engine_spec.calls)
+
+    again = run_optimize(_spec(), out)  # everything is done: no LM call at all
+    assert len(scripted._engine_spec.calls) == calls
+    assert again["report"]["compiled"] == report["compiled"]
+
+
+def test_compiled_program_reloads_with_the_same_prompts(scripted, tmp_path):
+    out = tmp_path / "run"
+    run_optimize(_spec(), out)
+    program = load_program(out / "compiled.json", expect="direct")
+    assert len(program.answer.demos) == 1
+    adapter = dspy.ChatAdapter()
+    state = json.loads((out / "compiled.json").read_text())
+    original = build_program("direct")
+    original.load_state(state)
+    messages = [adapter.format(p.signature, p.demos, {"question": "Who?"}) for p in (program.answer, original.answer)]
+    assert messages[0] == messages[1]
+    assert any("cog railway" in m["content"] for m in messages[0])  # the demo is in the prompt
+
+
+def test_compiled_file_errors(scripted, tmp_path):
+    out = tmp_path / "run"
+    run_optimize(_spec(), out)
+    with pytest.raises(CompiledProgramError, match="holds a compiled 'direct' program, not 'tor'"):
+        load_program(out / "compiled.json", expect="tor")
+    with pytest.raises(CompiledProgramError, match="pickles are never read"):
+        load_program(tmp_path / "program.pkl")
+    plain = tmp_path / "plain.json"
+    build_program("direct").save(str(plain))
+    with pytest.raises(CompiledProgramError, match="not a treeqa compiled program"):
+        read_recipe(plain)
+    with pytest.raises(CompiledProgramError, match="no such compiled program"):
+        load_program(tmp_path / "missing.json")
+
+
+def test_save_compiled_refuses_other_formats(tmp_path):
+    with pytest.raises(CompiledProgramError, match=".json"):
+        save_compiled(build_program("direct"), tmp_path / "x.pkl", name="direct", dataset="hotpotqa", retriever="dense")
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_every_optimizer_runs_on_a_tiny_setting(scripted, tmp_path, optimizer):
+    out = tmp_path / optimizer
+    run_optimize(_spec(optimizer=optimizer, train=2, candidates=2, trials=1, metric_calls=4, max_demos=1), out)
+    recipe, _ = read_recipe(out / "compiled.json")
+    assert recipe["compile"]["optimizer"] == optimizer
+    assert json.loads((out / "report.json").read_text())["compiled"]["n"] == 2
+
+
+def test_plan_counts_calls_without_making_any(scripted, tmp_path):
+    result = run_optimize(_spec(program="direct", dev=30, train=20), tmp_path / "p", plan_only=True)
+    assert result["plan"] == {"calls_per_question_max": 1, "zero_shot_max": 30, "compile_max": 20,
+                              "compiled_max": 30}
+    assert scripted._engine_spec.calls == []
+    assert not (tmp_path / "p").exists()
+
+
+def test_call_bounds_follow_the_algorithms():
+    from tests.review_fakes import FakeRetriever
+
+    retriever = FakeRetriever([])
+    beam = build_program("beam", retriever, preset="nq")  # B=2 D=2 K=2, retrieval
+    assert max_calls_per_question(beam) == 5 + 2 * 2 * (1 + 2 * 3)
+    tor = build_program("tor", retriever)  # widths 5,3,3: 65 reviews, 20 MPC, 1 fusion
+    assert max_calls_per_question(tor) == 65 + 20 + 1
+    assert max_calls_per_question(build_program("tor", retriever, expansion="cot")) == 66
+    assert max_calls_per_question(build_program("genread")) == 2
+
+
+def test_optimize_command_and_bad_input(scripted, tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["optimize", "--program", "direct", "--train", "1", "--dev", "2",
+                                 "--out", str(tmp_path / "cli")])
+    assert result.exit_code == 0, result.output
+    assert "| direct compiled (bootstrap) |" in result.output
+    result = runner.invoke(app, ["ask", "Which lake borders the city where the Rigi Railway company is headquartered?",
+                                 "--compiled", str(tmp_path / "cli" / "compiled.json")])
+    assert result.exit_code == 0 and result.output.strip() == "Lake Zurich"
+    result = runner.invoke(app, ["optimize", "--optimizer", "magic", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 1 and "unknown optimizer 'magic'" in result.output
+    result = runner.invoke(app, ["ask", "  "])
+    assert result.exit_code == 1 and "question is empty" in result.output

@@ -1,0 +1,259 @@
+"""Compile a program with a DSPy teleprompter and compare it, zero-shot vs compiled, on dev.
+
+The run writes to one folder: `zero-shot/` and `compiled/` (per-question predictions and
+summaries, appended as each question finishes), `compiled.json` (the compiled program),
+and `report.json` / `report.md`. Running the same command again resumes: finished
+questions are skipped and an existing `compiled.json` is loaded instead of recompiled.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dspy
+from pydantic import BaseModel, Field
+
+from treeqa.metrics import exact_match
+from treeqa.runs import RUNS_DIR, EvalSpec, markdown_table, run_evaluation, versions
+
+OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa")
+
+
+# --- metrics the teleprompters optimise -------------------------------------------------
+
+def em_metric(example: dspy.Example, prediction: Any, trace: Any = None) -> float | bool:
+    """Exact match of the answer; while bootstrapping (trace given) only a full match passes."""
+    score = exact_match(str(getattr(prediction, "answer", "") or ""), example.answers)
+    return score >= 1.0 if trace is not None else score
+
+
+def em_feedback_metric(gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
+                       pred_trace: Any = None) -> dspy.Prediction:
+    """EM with a sentence of feedback, as GEPA's reflection needs."""
+    answer = str(getattr(pred, "answer", "") or "")
+    score = exact_match(answer, gold.answers)
+    if score:
+        feedback = f"Correct: {answer!r} matches the gold answer."
+    else:
+        feedback = (f"Wrong: the program answered {answer!r} but the gold answer is "
+                    f"{' / '.join(map(repr, gold.answers[:3]))}. Answers must be one short entity, "
+                    "exactly as a reference would write it, or yes/no for yes/no questions.")
+    return dspy.Prediction(score=score, feedback=feedback)
+
+
+# --- splits -------------------------------------------------------------------------------
+
+def splits_for(dataset: str) -> tuple[str, str]:
+    """(train split, evaluation split): train where it exists, else dev; evaluate on dev, else test."""
+    from treeqa.data import SPLITS
+
+    if dataset not in SPLITS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
+    available = SPLITS[dataset]
+    train = "train" if "train" in available else "dev"
+    evaluate_on = "dev" if "dev" in available and train != "dev" else "test"
+    return train, evaluate_on
+
+
+# --- the plan: an upper bound on LM calls ----------------------------------------------
+
+def max_calls_per_question(program: dspy.Module) -> int:
+    """The most LM calls one question can take with this program (no DSPy retries counted)."""
+    from treeqa.programs import (BeamSearchQA, ChainOfReviews, ChainOfThoughtAnswer, DirectAnswer, GenRead,
+                                 RetrieveThenAnswer, TreeOfReviews)
+
+    if isinstance(program, (DirectAnswer, ChainOfThoughtAnswer, RetrieveThenAnswer)):
+        return 1
+    if isinstance(program, GenRead):
+        return 2
+    if isinstance(program, BeamSearchQA):
+        evidence = 0 if program.evidence == "none" else 1
+        seeds = 2 * 2 + evidence
+        return seeds + program.depth * program.beam_size * (1 + program.max_queries * (evidence + 2))
+    if isinstance(program, TreeOfReviews):
+        nodes, level = 0, 1
+        expandable = 0
+        for d, width in enumerate(program.widths):
+            level *= width
+            nodes += level
+            if d < len(program.widths) - 1:
+                expandable += level
+        mpc = expandable if program.expansion == "mpc" else 0
+        return nodes + mpc + 1
+    if isinstance(program, ChainOfReviews):
+        return program.max_turns * (2 if program.expansion == "mpc" else 1) + 1
+    raise ValueError(f"no call bound for {type(program).__name__}")
+
+
+def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[str, int]) -> int:
+    """The most program runs times calls per run that a teleprompter makes, roughly bounded."""
+    runs = {
+        "bootstrap": n_train,
+        "random-search": n_train * (settings["candidates"] + 4),
+        "mipro": n_train * settings["candidates"] + settings["trials"] * n_train,
+        "copro": settings["breadth"] * settings["depth"] * n_train * 4,
+        "simba": settings["steps"] * min(settings["bsize"], n_train) * (settings["candidates"] + 1),
+        "gepa": settings["metric_calls"],
+    }[optimizer]
+    return runs * per_q
+
+
+# --- teleprompters ------------------------------------------------------------------------
+
+class OptimizeSpec(BaseModel):
+    """One optimize run: what to compile, how, and where it is evaluated."""
+
+    program: str = "tor"
+    dataset: str = "hotpotqa"
+    optimizer: str = "bootstrap"
+    train: int = Field(20, ge=1)
+    dev: int = Field(30, ge=1)
+    seed: int = 0
+    lm: str = "local"
+    api_base: str | None = None
+    teacher_lm: str | None = None
+    retriever: str = "dense"
+    threads: int = Field(1, ge=1)
+    preset: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    max_demos: int = Field(2, ge=0)
+    candidates: int = Field(2, ge=1)
+    trials: int = Field(3, ge=1)
+    metric_calls: int = Field(40, ge=1)
+
+    def eval_spec(self) -> EvalSpec:
+        _, dev_split = splits_for(self.dataset)
+        return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
+                        lm=self.lm, api_base=self.api_base, retriever=self.retriever, preset=self.preset,
+                        params=self.params, threads=self.threads)
+
+    def default_out(self) -> Path:
+        label = self.program + (f"-{self.preset}" if self.preset else "")
+        key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(
+            exclude={"threads", "api_base"})}).key()
+        return RUNS_DIR / "optimize" / f"{self.dataset}-{label}-{self.optimizer}-{key}"
+
+    def tuning(self) -> dict[str, int]:
+        return {"candidates": self.candidates, "trials": self.trials, "breadth": max(2, self.candidates),
+                "depth": 1, "steps": 2, "bsize": min(4, self.train), "metric_calls": self.metric_calls}
+
+
+def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM | None):
+    """The teleprompter and its compile() keyword arguments, sized for a small CPU budget."""
+    from dspy.teleprompt import COPRO, GEPA, SIMBA, BootstrapFewShot, BootstrapFewShotWithRandomSearch, MIPROv2
+
+    teacher = {"lm": teacher_lm} if teacher_lm is not None else None
+    proposer = teacher_lm or task_lm
+    t = spec.tuning()
+    # multi-step programs get bootstrapped demos only: a raw example has no fields for
+    # the inner predictors (review, score, ...), so labeled demos would be empty shells
+    common = dict(metric=em_metric, max_bootstrapped_demos=spec.max_demos, max_labeled_demos=0)
+    if spec.optimizer == "bootstrap":
+        return BootstrapFewShot(**common, teacher_settings=teacher, max_errors=10_000), {}
+    if spec.optimizer == "random-search":
+        return BootstrapFewShotWithRandomSearch(**common, teacher_settings=teacher, num_candidate_programs=t["candidates"],
+                                                num_threads=spec.threads, max_errors=10_000), {}
+    if spec.optimizer == "mipro":
+        return (MIPROv2(**common, prompt_model=proposer, task_model=task_lm, teacher_settings=teacher, auto=None,
+                        num_candidates=t["candidates"], num_threads=spec.threads, max_errors=10_000, seed=spec.seed,
+                        verbose=False),
+                {"num_trials": t["trials"], "minibatch": False})
+    if spec.optimizer == "copro":
+        return (COPRO(prompt_model=proposer, metric=em_metric, breadth=t["breadth"], depth=t["depth"]),
+                {"eval_kwargs": {"num_threads": spec.threads, "display_progress": True}})
+    if spec.optimizer == "simba":
+        return (SIMBA(metric=em_metric, bsize=t["bsize"], num_candidates=t["candidates"], max_steps=t["steps"],
+                      max_demos=spec.max_demos, prompt_model=proposer, teacher_settings=teacher,
+                      num_threads=spec.threads),
+                {"seed": spec.seed})
+    if spec.optimizer == "gepa":
+        return (GEPA(metric=em_feedback_metric, max_metric_calls=t["metric_calls"], reflection_lm=proposer,
+                     num_threads=spec.threads, seed=spec.seed, track_stats=False),
+                {})
+    raise ValueError(f"unknown optimizer {spec.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+
+
+# --- the run --------------------------------------------------------------------------------
+
+def plan(spec: OptimizeSpec, program: dspy.Module) -> dict[str, int]:
+    per_q = max_calls_per_question(program)
+    return {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q,
+            "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
+            "compiled_max": spec.dev * per_q}
+
+
+def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only: bool = False,
+                 echo=print) -> dict[str, Any]:
+    """Zero-shot eval, compile on train against EM, compiled eval, report; resumable."""
+    from treeqa.compiled import load_program, save_compiled
+    from treeqa.data import load_examples
+    from treeqa.lm import get_lm
+    from treeqa.programs import build_program, uses_retriever
+    from treeqa.retrievers import get_retriever
+
+    if spec.optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {spec.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    out_dir = Path(out) if out else spec.default_out()
+    train_split, dev_split = splits_for(spec.dataset)
+    trainset = load_examples(spec.dataset, train_split, n=spec.train, seed=spec.seed)
+    needs_index = uses_retriever(spec.program, spec.params, spec.preset)
+    retriever = get_retriever(spec.dataset, spec.retriever) if needs_index else None
+    program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
+    calls = plan(spec, program)
+    echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
+         f"zero-shot ≤ {calls['zero_shot_max']:,}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
+         f"{len(trainset)} train), compiled ≤ {calls['compiled_max']:,}")
+    if plan_only:
+        return {"plan": calls, "out": out_dir}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "spec.json").write_text(spec.model_dump_json(indent=2))
+    eval_spec = spec.eval_spec()
+
+    echo(f"[1/3] zero-shot {spec.program} on {spec.dev} {spec.dataset} {dev_split} questions")
+    zero = run_evaluation(eval_spec, out_dir / "zero-shot", program=program)
+
+    compiled_path = out_dir / "compiled.json"
+    lm = get_lm(spec.lm, api_base=spec.api_base)
+    compile_info: dict[str, Any]
+    if compiled_path.is_file():
+        echo(f"[2/3] compiled program found at {compiled_path}: loading it")
+        compiled = load_program(compiled_path, retriever=retriever, expect=spec.program)
+        compile_info = json.loads(compiled_path.read_text())["treeqa"].get("compile", {})
+    else:
+        echo(f"[2/3] compiling with {spec.optimizer} on {len(trainset)} {spec.dataset} {train_split} questions")
+        teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
+        teleprompter, kwargs = make_teleprompter(spec, lm, teacher)
+        started = time.perf_counter()
+        with dspy.context(lm=lm), dspy.track_usage() as usage:
+            compiled = teleprompter.compile(program, trainset=trainset, **kwargs)
+        calls_made = sum(len(v) for v in usage.usage_data.values())
+        compile_info = {"optimizer": spec.optimizer, "train": len(trainset), "train_split": train_split,
+                        "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
+                        "demos": {name: len(p.demos) for name, p in compiled.named_predictors()}}
+        save_compiled(compiled, compiled_path, name=spec.program, dataset=spec.dataset, retriever=spec.retriever,
+                      preset=spec.preset, params=spec.params, extra={"compile": compile_info})
+        echo(f"      compiled in {compile_info['seconds']:.0f}s with {calls_made} LM calls; saved to {compiled_path}")
+
+    echo(f"[3/3] compiled {spec.program} on the same {spec.dev} questions")
+    comp = run_evaluation(eval_spec, out_dir / "compiled", program=compiled)
+
+    rows = {f"{spec.program} zero-shot": zero["summary"], f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
+    table = markdown_table(rows)
+    report = {"spec": spec.model_dump(), "splits": {"train": train_split, "dev": dev_split},
+              "zero_shot": zero["summary"], "compiled": comp["summary"], "compile": compile_info, "plan": calls,
+              "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    (out_dir / "report.md").write_text(
+        f"# {spec.program} on {spec.dataset}: zero-shot vs compiled ({spec.optimizer})\n\n"
+        f"Command: `{report['command']}`\n\n{table}\n\n"
+        f"Compiled on {len(trainset)} {train_split} questions in {compile_info.get('seconds', '?')} s "
+        f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}.\n"
+        f"Versions: {report['versions']}\n")
+    echo(table)
+    echo(f"written to {out_dir}")
+    return {"report": report, "out": out_dir, "table": table}
