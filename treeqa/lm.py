@@ -7,6 +7,7 @@ tracking, and the engine turns one canonical request into one llama.cpp chat com
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,6 +55,10 @@ def request_messages(request) -> list[dict]:
 class LlamaEngine:
     """One llama.cpp model in this process, serving DSPy requests one at a time.
 
+    It declares structured-output support: a JSON schema that DSPy's JSONAdapter derives from
+    a signature's output fields is compiled to a llama.cpp grammar (cached per schema), so
+    the model can only emit JSON that parses into those fields.
+
     Greedy unless the request asks for a temperature; the GGUF's own chat template formats
     the messages. llama.cpp reuses the KV cache of the prompt prefix shared with the previous
     call, and a RAM cache of earlier prefix states (`kv_cache_mb`) lets predictors that
@@ -67,6 +72,9 @@ class LlamaEngine:
         llama: an object with llama_cpp.Llama's `create_chat_completion` (tests pass a fake).
     """
 
+    supports_response_schema = True
+    supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop"})
+
     def __init__(self, model_path: Path | None = None, n_threads: int | None = None,
                  n_ctx: int | None = None, kv_cache_mb: int | None = None, max_tokens: int | None = None,
                  llama=None):
@@ -74,6 +82,7 @@ class LlamaEngine:
         self.max_tokens = max_tokens or settings.max_tokens
         self.stats = EngineStats()
         self._lock = threading.Lock()
+        self._grammars: dict[str, object] = {}
         if llama is None:
             llama = self._load(model_path or local_model.model_path(), n_threads or settings.threads,
                                n_ctx or settings.context_size,
@@ -115,7 +124,11 @@ class LlamaEngine:
         if config.temperature:
             kwargs["seed"] = config.seed if getattr(config, "seed", None) is not None else 0
         if config.response_format:
-            kwargs["response_format"] = config.response_format
+            grammar = self._grammar_for(config.response_format)
+            if grammar is not None:
+                kwargs["grammar"] = grammar
+            else:
+                kwargs["response_format"] = {"type": "json_object"}
         with self._lock:
             self._evaluated = 0
             started = time.perf_counter()
@@ -135,6 +148,22 @@ class LlamaEngine:
             usage=Usage(input_tokens=prompt, output_tokens=completion,
                         cache_read_tokens=max(0, prompt - computed)),
         )
+
+    def _grammar_for(self, response_format: dict):
+        """A grammar for a JSON-schema response format (None for plain JSON mode)."""
+        schema = response_format.get("schema") or (response_format.get("json_schema") or {}).get("schema")
+        if not schema:
+            return None
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = self.grammar_from_schema(key)
+        return self._grammars[key]
+
+    @staticmethod
+    def grammar_from_schema(schema_json: str):
+        from llama_cpp import LlamaGrammar
+
+        return LlamaGrammar.from_json_schema(schema_json, verbose=False)
 
     def _record(self, prompt: int, computed: int, completion: int, seconds: float) -> None:
         s = self.stats
@@ -164,6 +193,15 @@ def local_engine(**overrides) -> LlamaEngine:
         if key not in _local_engines:
             _local_engines[key] = LlamaEngine(**overrides)
         return _local_engines[key]
+
+
+def adapter_for(lm: dspy.BaseLM) -> dspy.Adapter:
+    """JSON under a grammar where the engine declares schema support (the embedded model), so
+    every output parses; elsewhere DSPy's chat adapter (with its own JSON retry)."""
+    engine = getattr(lm, "_engine_spec", None)
+    if getattr(engine, "supports_response_schema", False):
+        return dspy.JSONAdapter()
+    return dspy.ChatAdapter()
 
 
 def local_model_id() -> str:

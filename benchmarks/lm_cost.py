@@ -1,0 +1,92 @@
+"""What a question costs on the embedded model, per program.
+
+    python benchmarks/lm_cost.py [--n 20] [--programs beam,tor] [--dataset hotpotqa] [--adapter json|chat]
+
+For each program, runs the first N questions of the seeded dev sample (the same ones
+`treeqa evaluate --n N` uses) with DSPy's response cache off, and prints: EM, seconds per
+question, LM calls, prompt tokens sent and actually computed (the rest came from the
+prefix cache), completion tokens, adapter parse success per signature, and the share of
+wall time spent outside the LM (pipeline overhead). Run it alone: two cores only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import dspy
+
+from treeqa.data import load_examples
+from treeqa.evaluation import run_example
+from treeqa.lm import adapter_for, get_lm
+from treeqa.programs import build_program, uses_retriever
+from treeqa.retrievers import get_retriever
+
+
+def measure(name: str, dataset: str, n: int, adapter: str, preset: str | None) -> dict:
+    examples = load_examples(dataset, "dev", n=n, seed=0)
+    retriever = get_retriever(dataset) if uses_retriever(name, preset=preset) else None
+    program = build_program(name, retriever, preset=preset)
+    lm = get_lm("local", cache=False)
+    engine = lm._engine_spec
+    before = (engine.stats.calls, engine.stats.prompt_tokens, engine.stats.prompt_tokens_computed,
+              engine.stats.completion_tokens, engine.stats.seconds)
+    chosen = adapter_for(lm) if adapter == "auto" else (dspy.JSONAdapter() if adapter == "json" else dspy.ChatAdapter())
+    records = []
+    started = time.perf_counter()
+    with dspy.context(lm=lm, adapter=chosen):
+        for ex in examples:
+            records.append(run_example(program, ex, lm, keep_tree=False))
+    wall = time.perf_counter() - started
+    calls, sent, computed, completion, lm_seconds = (a - b for a, b in zip(
+        (engine.stats.calls, engine.stats.prompt_tokens, engine.stats.prompt_tokens_computed,
+         engine.stats.completion_tokens, engine.stats.seconds), before))
+    attempts, failures = (sum(sum(r[key].values()) for r in records) for key in ("parse_attempts", "parse_failures"))
+    by_signature: dict[str, list[int]] = {}
+    for r in records:
+        for sig, count in r["parse_attempts"].items():
+            ok_fail = by_signature.setdefault(sig, [0, 0])
+            ok_fail[1] += count
+            ok_fail[0] += count - r["parse_failures"].get(sig, 0)
+    return {
+        "program": name + (f" ({preset})" if preset else ""), "adapter": type(chosen).__name__, "n": len(records),
+        "em": round(100 * sum(r["em"] for r in records) / len(records), 1),
+        "f1": round(100 * sum(r["f1"] for r in records) / len(records), 1),
+        "seconds_per_q": round(wall / len(records), 1), "lm_calls_per_q": round(calls / len(records), 1),
+        "prompt_sent_per_q": round(sent / len(records)), "prompt_computed_per_q": round(computed / len(records)),
+        "completion_per_q": round(completion / len(records)),
+        "parse_success": round(100 * (1 - failures / attempts), 2) if attempts else None,
+        "parse_by_signature": {k: f"{ok}/{total}" for k, (ok, total) in sorted(by_signature.items())},
+        "failed_calls": sum(r.get("failed_calls", 0) for r in records),
+        "overhead_pct": round(100 * (1 - lm_seconds / wall), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=20)
+    parser.add_argument("--dataset", default="hotpotqa")
+    parser.add_argument("--programs", default="beam,tor")
+    parser.add_argument("--adapter", choices=("auto", "json", "chat"), default="auto")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = parser.parse_args()
+
+    rows = []
+    for name in args.programs.split(","):
+        rows.append(measure(name, args.dataset, args.n, args.adapter, "nq" if name == "beam" else None))
+        print(json.dumps(rows[-1]), flush=True)
+    cols = ["program", "adapter", "n", "em", "f1", "seconds_per_q", "lm_calls_per_q", "prompt_sent_per_q",
+            "prompt_computed_per_q", "completion_per_q", "parse_success", "failed_calls", "overhead_pct"]
+    print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(row[c]) for c in cols) + " |")
+    for row in rows:
+        print(f"\n{row['program']} parse successes by signature: {row['parse_by_signature']}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
