@@ -147,7 +147,7 @@ def ask(
     import dspy
 
     from treeqa.compiled import load_program
-    from treeqa.lm import get_lm
+    from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
 
     if not question.strip():
@@ -160,7 +160,8 @@ def ask(
 
             index = get_retriever(dataset, retriever) if uses_retriever(program) else None
             qa = build_program(program, index)
-        with dspy.context(lm=get_lm(lm, api_base=api_base)):
+        model = get_lm(lm, api_base=api_base)
+        with dspy.context(lm=model, adapter=adapter_for(model)):
             prediction = qa(question=question)
     except (ValueError, FileNotFoundError) as exc:
         _fail(str(exc))

@@ -62,7 +62,7 @@ def _usage(tracker) -> dict[str, int]:
 
 
 def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None = None,
-                keep_tree: bool = True) -> dict:
+                keep_tree: bool = True, adapter: dspy.Adapter | None = None) -> dict:
     """Run one example and score it; never raises for a failure inside the program."""
     record: dict[str, Any] = {"id": example.id, "question": example.question, "answers": list(example.answers)}
     prediction, error = None, None
@@ -71,7 +71,11 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     started = time.perf_counter()
     parses = ParseCounter()
     callbacks = [*dspy.settings.get("callbacks", []), parses]
-    context = dict(lm=lm, callbacks=callbacks) if lm is not None else dict(callbacks=callbacks)
+    context = dict(callbacks=callbacks)
+    if lm is not None:  # set here, not inherited: worker threads do not see the caller's context
+        context["lm"] = lm
+    if adapter is not None:
+        context["adapter"] = adapter
     with dspy.context(**context), dspy.track_usage() as tracker:
         try:
             prediction = program(**example.inputs())
@@ -156,7 +160,7 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
 
 def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | None = None,
              out_path: Path | None = None, threads: int = 1, progress: bool = True,
-             keep_tree: bool = True, desc: str = "evaluating") -> dict[str, Any]:
+             keep_tree: bool = True, desc: str = "evaluating", adapter: dspy.Adapter | None = None) -> dict[str, Any]:
     """Evaluate `program` on `examples`, resuming from `out_path` when it holds earlier records.
 
     Returns the summary figures (see `summarize`) and the records, in example order.
@@ -184,10 +188,10 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
 
         if threads <= 1:
             for ex in todo:
-                finish(run_example(program, ex, lm, keep_tree))
+                finish(run_example(program, ex, lm, keep_tree, adapter))
         else:
             with ThreadPoolExecutor(max_workers=threads) as pool:
-                for record in pool.map(lambda ex: run_example(program, ex, lm, keep_tree), todo):
+                for record in pool.map(lambda ex: run_example(program, ex, lm, keep_tree, adapter), todo):
                     finish(record)
     finally:
         bar.close()

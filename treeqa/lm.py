@@ -204,6 +204,13 @@ def adapter_for(lm: dspy.BaseLM) -> dspy.Adapter:
     return dspy.ChatAdapter()
 
 
+def configure(name: str = "local", **kwargs) -> dspy.LM:
+    """Set DSPy's LM and the adapter that suits it, for apps: `treeqa.lm.configure("local")`."""
+    lm = get_lm(name, **kwargs)
+    dspy.configure(lm=lm, adapter=adapter_for(lm))
+    return lm
+
+
 def local_model_id() -> str:
     """The model string DSPy caches under: it names the exact weights, so new weights miss the cache."""
     path = local_model.model_path()

@@ -192,7 +192,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     """Zero-shot eval, compile on train against EM, compiled eval, report; resumable."""
     from treeqa.compiled import load_program, save_compiled
     from treeqa.data import load_examples
-    from treeqa.lm import get_lm
+    from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
 
@@ -229,7 +229,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
         teleprompter, kwargs = make_teleprompter(spec, lm, teacher)
         started = time.perf_counter()
-        with dspy.context(lm=lm), dspy.track_usage() as usage:
+        with dspy.context(lm=lm, adapter=adapter_for(lm)), dspy.track_usage() as usage:
             compiled = teleprompter.compile(program, trainset=trainset, **kwargs)
         calls_made = sum(len(v) for v in usage.usage_data.values())
         compile_info = {"optimizer": spec.optimizer, "train": len(trainset), "train_split": train_split,

@@ -67,7 +67,7 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None) 
 
     from treeqa.data import load_examples
     from treeqa.evaluation import evaluate
-    from treeqa.lm import get_lm
+    from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
 
@@ -80,9 +80,10 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None) 
         program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
     lm = get_lm(spec.lm, api_base=spec.api_base, cache=spec.cache)
     (out_dir / "spec.json").write_text(spec.model_dump_json(indent=2))
-    with dspy.context(lm=lm):
-        result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl",
-                          threads=spec.threads, desc=f"{spec.program} on {spec.dataset}")
+    adapter = adapter_for(lm)
+    with dspy.context(lm=lm, adapter=adapter):
+        result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=spec.threads,
+                          desc=f"{spec.program} on {spec.dataset}", adapter=adapter)
     label = spec.program + (f" ({spec.preset})" if spec.preset else "")
     summary = {"summary": result["summary"], "spec": spec.model_dump(),
                "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}

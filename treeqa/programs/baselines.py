@@ -12,6 +12,7 @@ import dspy
 from treeqa.programs.calls import safe_call
 from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
+from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer, AnswerFromPassages
 from treeqa.signatures.evidence import GenerateBackground
 from treeqa.signatures.formatting import format_history, format_passages
@@ -30,7 +31,7 @@ class DirectAnswer(dspy.Module):
 
     def __init__(self, retriever: Retriever | None = None):
         super().__init__()
-        self.answer = dspy.Predict(Answer)
+        self.answer = budget.predict(Answer)
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)
@@ -49,7 +50,7 @@ class ChainOfThoughtAnswer(dspy.Module):
 
     def __init__(self, retriever: Retriever | None = None):
         super().__init__()
-        self.answer = dspy.ChainOfThought(Answer)
+        self.answer = budget.chain_of_thought(Answer)
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)
@@ -78,7 +79,7 @@ class RetrieveThenAnswer(dspy.Module):
             raise ValueError(f"k must be an integer >= 1; got {k!r}")
         self.k, self.passage_chars = k, passage_chars
         self._retriever = SharedRef(retriever)
-        self.answer = dspy.Predict(AnswerFromPassages)
+        self.answer = budget.predict(AnswerFromPassages)
 
     @property
     def retriever(self) -> Retriever:
@@ -104,8 +105,8 @@ class GenRead(dspy.Module):
 
     def __init__(self, retriever: Retriever | None = None):
         super().__init__()
-        self.background = dspy.Predict(GenerateBackground)
-        self.answer = dspy.Predict(AnswerFromPassages)
+        self.background = budget.predict(GenerateBackground)
+        self.answer = budget.predict(AnswerFromPassages)
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)

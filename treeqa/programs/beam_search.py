@@ -21,6 +21,7 @@ from treeqa.programs.calls import safe_call
 from treeqa.programs.support import (PassageLog, SharedRef, check_question, check_retriever, question_key,
                                      same_question)
 from treeqa.retrievers.base import Retriever
+from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer
 from treeqa.signatures.ask import Ask
 from treeqa.signatures.evidence import GenerateBackground, SummarizeEvidence
@@ -126,13 +127,13 @@ class BeamSearchQA(dspy.Module):
         self.threshold, self.beam_size, self.evidence = float(threshold), beam_size, evidence
         self.passage_chars, self.check_seeds = passage_chars, bool(check_seeds)
         self._retriever = SharedRef(retriever)
-        self.ask = dspy.Predict(Ask)
-        self.answer = dspy.Predict(Answer)
-        self.scorer = dspy.Predict(Score)  # never `score`: MIPROv2 sets program.score
+        self.ask = budget.predict(Ask)
+        self.answer = budget.predict(Answer)
+        self.scorer = budget.predict(Score)  # never `score`: MIPROv2 sets program.score
         if evidence == "retrieval":
-            self.summarize = dspy.Predict(SummarizeEvidence)
+            self.summarize = budget.predict(SummarizeEvidence)
         elif evidence == "genread":
-            self.background = dspy.Predict(GenerateBackground)
+            self.background = budget.predict(GenerateBackground)
 
     @classmethod
     def preset(cls, name: str, retriever: Retriever | None = None, **overrides) -> BeamSearchQA:

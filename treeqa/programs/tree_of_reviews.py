@@ -25,7 +25,9 @@ import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.programs.calls import record_failure, safe_call
+from treeqa.programs.parallel import check_threads, map_calls
 from treeqa.retrievers.base import Retriever
+from treeqa.signatures import budget
 from treeqa.signatures.fusion import (
     FUSION_INPUT,
     FUSION_SIGNATURES,
@@ -171,10 +173,10 @@ class _ReviewProgram(dspy.Module):
         self.max_paragraph_chars = max_paragraph_chars
         self.max_review_chars = max_review_chars
         self.max_query_chars = max_query_chars
-        self.review = dspy.Predict(ReviewWithReasoning if expansion == "cot" else ParagraphReview)
+        self.review = budget.predict(ReviewWithReasoning if expansion == "cot" else ParagraphReview)
         if expansion == "mpc":
-            self.complete_paragraph = dspy.Predict(CompleteMissingParagraph)
-        self.fuse = dspy.Predict(FUSION_SIGNATURES[fusion])
+            self.complete_paragraph = budget.predict(CompleteMissingParagraph)
+        self.fuse = budget.predict(FUSION_SIGNATURES[fusion])
 
     def __deepcopy__(self, memo):
         """Optimizers deep-copy programs; the retriever (a whole index) and encoder are shared instead."""
@@ -202,15 +204,28 @@ class _ReviewProgram(dspy.Module):
             return []
         return hits
 
-    def _review(self, run: _Run, passages: Sequence[Passage], where: str) -> ReviewOutcome | None:
-        """One review of `passages` together; None (counted and recorded) when the call fails."""
+    def _review_call(self, question: str, passages: Sequence[Passage], failures: list[dict],
+                     where: str) -> ReviewOutcome | None:
+        """The review LM call alone (safe to run in a worker thread): None when it fails."""
         paragraphs = review_paragraphs(passages, self.max_paragraph_chars, self.max_review_chars)
-        run.stats["reviews"] += 1
-        pred = safe_call(self.review, run.failures, where, question=run.question, paragraphs=paragraphs)
+        pred = safe_call(self.review, failures, where, question=question, paragraphs=paragraphs)
         if pred is None:
+            return None
+        return enforce_review_rules(pred, fallback_query=f"{question} {passages[-1].title}")
+
+    def _review(self, run: _Run, passages: Sequence[Passage], where: str,
+                ready: tuple[list[dict], ReviewOutcome | None] | None = None) -> ReviewOutcome | None:
+        """One review of `passages` together (or its result from a concurrent batch); None,
+        counted and recorded, when the call failed."""
+        run.stats["reviews"] += 1
+        if ready is None:
+            outcome = self._review_call(run.question, passages, run.failures, where)
+        else:
+            failures, outcome = ready
+            run.failures.extend({**f, "where": where} for f in failures)
+        if outcome is None:
             run.stats["review_failures"] += 1
             return None
-        outcome = enforce_review_rules(pred, fallback_query=f"{run.question} {passages[-1].title}")
         run.stats["corrected"] += outcome.corrected
         return outcome
 
@@ -279,6 +294,9 @@ class TreeOfReviews(_ReviewProgram):
         max_review_chars: the budget for all paragraphs of one review.
         max_query_chars: a generated query (an MPC paragraph) is cut to this length.
         embed_fn: texts -> normalised vectors for the recall re-ranking (default: MiniLM).
+        threads: with more than 1, the reviews of a node's children go out concurrently
+            (for remote endpoints); the visit stays depth-first, and a child that an earlier
+            sibling's subtree puts in the evidence pool is still pruned (its review unused).
     """
 
     def __init__(self, retriever: Retriever | None = None, widths: Sequence[int] = (5, 3, 3),
@@ -286,9 +304,10 @@ class TreeOfReviews(_ReviewProgram):
                  relevance_pruning: bool = True, repetitive_pruning: bool = True,
                  max_evidence: int | None = None, max_context_chars: int = 6000,
                  max_paragraph_chars: int = 800, max_review_chars: int = 4000, max_query_chars: int = 600,
-                 embed_fn: EmbedFn | None = None):
+                 embed_fn: EmbedFn | None = None, threads: int = 1):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
                          max_review_chars, max_query_chars, embed_fn)
+        self.threads = check_threads(threads)
         widths = tuple(int(w) for w in widths)
         depth = len(widths) if depth is None else int(depth)
         if depth < 1 or len(widths) < depth:
@@ -322,13 +341,25 @@ class TreeOfReviews(_ReviewProgram):
         hits = self._retrieve(run, query, width + len(path), where=f"retrieve@node{parent}")
         children = [p for p in hits if p.id not in on_path][:width]
         run.retrieved.extend(children)
+        ready = self._review_siblings(run, children, path) if self.threads > 1 else {}
         for passage in children:
             if run.done:
                 break
-            self._visit(run, passage, parent, path, query, depth)
+            self._visit(run, passage, parent, path, query, depth, ready.get(passage.id))
         return children
 
-    def _visit(self, run: _Run, passage: Passage, parent: int, path: list[Passage], query: str, depth: int) -> None:
+    def _review_siblings(self, run: _Run, children: list[Passage], path: list[Passage]) -> dict:
+        """Review the children not already in the pool concurrently: id -> (failures, outcome)."""
+        todo = [p for p in children if not (self.repetitive_pruning and p.id in run.pool_ids)]
+
+        def review_one(passage: Passage):
+            failures: list[dict] = []
+            return failures, self._review_call(run.question, path + [passage], failures, "review")
+
+        return {p.id: result for p, result in zip(todo, map_calls(review_one, todo, self.threads))}
+
+    def _visit(self, run: _Run, passage: Passage, parent: int, path: list[Passage], query: str, depth: int,
+               ready: tuple[list[dict], ReviewOutcome | None] | None = None) -> None:
         node = run.add_node(id=passage.id, title=passage.title, depth=depth, parent=parent, retrieved_by=query)
         if self.repetitive_pruning and passage.id in run.pool_ids:
             node["action"] = "pruned"
@@ -336,7 +367,7 @@ class TreeOfReviews(_ReviewProgram):
             return
         mark = len(run.failures)
         here = path + [passage]
-        outcome = self._review(run, here, where=f"review@node{node['node']}")
+        outcome = self._review(run, here, where=f"review@node{node['node']}", ready=ready)
         if outcome is None:
             node.update(action="reject", failures=run.failures[mark:])
             return

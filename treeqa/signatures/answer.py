@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import dspy
 
 
@@ -11,6 +13,8 @@ class Answer(dspy.Signature):
     Reply with the answer only: one short entity such as a name, a place, a date or a number,
     or yes/no for a yes/no question. No sentence, no explanation. If the history does not
     give the answer, give your best guess."""
+
+    max_tokens: ClassVar[int] = 48  # one short entity
 
     question: str = dspy.InputField(desc="the original question")
     history: str = dspy.InputField(desc="questions already searched and the evidence found for each")
@@ -23,6 +27,8 @@ class AnswerFromPassages(dspy.Signature):
     Reply with the answer only: one short entity such as a name, a place, a date or a number,
     or yes/no for a yes/no question. No sentence, no explanation. If the passages do not give
     the answer, give your best guess."""
+
+    max_tokens: ClassVar[int] = 48  # one short entity
 
     question: str = dspy.InputField()
     passages: list[str] = dspy.InputField(desc="documents that may contain the answer")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from typing import ClassVar
+
 import dspy
 from pydantic_core import core_schema
 
@@ -48,6 +50,8 @@ class Ask(dspy.Signature):
     evidence, and must differ from the original question and from the questions already
     searched. Put the most useful first and write at most `max_questions`. When the question
     compares two things, ask one question about each of them."""
+
+    max_tokens: ClassVar[int] = 128  # a few short questions as a JSON list
 
     question: str = dspy.InputField(desc="the original question")
     history: str = dspy.InputField(desc="questions already searched and the evidence found for each")

@@ -10,6 +10,7 @@ dropping the pieces that come last rather than overflowing the model's window.
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ class AnswerFromAnalyses(dspy.Signature):
     answer. Give only the answer itself: one short entity such as a name, a place, a date,
     a number, or yes/no; not a sentence."""
 
+    max_tokens: ClassVar[int] = 64  # one short answer
+
     question: str = dspy.InputField()
     analyses: list[str] = dspy.InputField(desc="short statements that each try to answer the question")
     answer: str = dspy.OutputField(desc=_ANSWER)
@@ -40,6 +43,8 @@ class AnswerFromParagraphs(dspy.Signature):
 
     Give only the answer itself: one short entity such as a name, a place, a date, a number,
     or yes/no; not a sentence."""
+
+    max_tokens: ClassVar[int] = 64  # one short answer
 
     question: str = dspy.InputField()
     paragraphs: list[str] = dspy.InputField(desc="paragraphs found for the question, each as 'Title: text'")
@@ -53,6 +58,8 @@ class AnswerFromEvidence(dspy.Signature):
     The analyses may disagree: check them against their paragraphs, use what you know, and
     pick the best-supported answer. Give only the answer itself: one short entity such as a
     name, a place, a date, a number, or yes/no; not a sentence."""
+
+    max_tokens: ClassVar[int] = 64  # one short answer
 
     question: str = dspy.InputField()
     evidence: list[str] = dspy.InputField(desc="pieces of evidence: an analysis and its supporting paragraphs")

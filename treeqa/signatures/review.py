@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import dspy
 
@@ -44,6 +44,8 @@ class ParagraphReview(dspy.Signature):
     is still missing, and name the missing fact in next_query; accept when the
     paragraphs are sufficient, and answer the question in analysis."""
 
+    max_tokens: ClassVar[int] = 160  # two verdicts, the action, a short query, a one-sentence analysis
+
     question: str = dspy.InputField()
     paragraphs: list[str] = dspy.InputField(desc=_PARAGRAPHS)
     relevant: bool = dspy.OutputField(desc=_RELEVANT)
@@ -64,6 +66,8 @@ class ReviewWithReasoning(dspy.Signature):
     with a query for exactly that fact in next_query; accept when sufficient, with the
     answer to the question in analysis."""
 
+    max_tokens: ClassVar[int] = 352  # the same plus a few sentences of reasoning
+
     question: str = dspy.InputField()
     paragraphs: list[str] = dspy.InputField(desc=_PARAGRAPHS)
     reasoning: str = dspy.OutputField(desc="the facts given and the fact still missing, in two or three sentences")
@@ -80,6 +84,8 @@ class CompleteMissingParagraph(dspy.Signature):
     From your own knowledge, write the paragraph that is missing: a short
     encyclopedia-style text stating the missing facts and naming the people, places
     or works involved. It is used as a search query, so be specific."""
+
+    max_tokens: ClassVar[int] = 192  # one short paragraph (the query is cut to 600 characters anyway)
 
     question: str = dspy.InputField()
     paragraphs: list[str] = dspy.InputField(desc="the paragraphs found so far, each as 'Title: text'")

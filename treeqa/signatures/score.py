@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+from typing import ClassVar
+
 import dspy
 from pydantic_core import core_schema
 
@@ -54,6 +56,8 @@ class Score(dspy.Signature):
     the history and what you know. Output 0.9 or more when you are sure it is correct, about
     0.6 when it is plausible but unconfirmed, about 0.3 when it is probably wrong, and 0.1 or
     less when it is wrong or does not answer the question."""
+
+    max_tokens: ClassVar[int] = 24  # one number
 
     question: str = dspy.InputField(desc="the original question")
     history: str = dspy.InputField(desc="questions already searched and the evidence found for each")
