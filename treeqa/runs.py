@@ -61,6 +61,19 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
+    """(calls in parallel inside a question, questions in parallel) for `--threads`.
+
+    The embedded engine serves one call at a time: both are 1. Against an endpoint, beam and
+    tor send a level's calls together; the single-path programs run questions in parallel.
+    """
+    from treeqa.lm import LlamaEngine
+
+    if threads <= 1 or isinstance(getattr(lm, "_engine_spec", None), LlamaEngine):
+        return 1, 1
+    return (threads, 1) if program in ("beam", "tor") else (1, threads)
+
+
 def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None) -> dict[str, Any]:
     """Evaluate `spec` (or a given, e.g. compiled, `program`), resuming from the folder's predictions."""
     import dspy
@@ -74,15 +87,19 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None) 
     out_dir = Path(out) if out else spec.default_out()
     out_dir.mkdir(parents=True, exist_ok=True)
     examples = load_examples(spec.dataset, spec.split, n=spec.n, seed=spec.seed)
+    lm = get_lm(spec.lm, api_base=spec.api_base, cache=spec.cache)
+    inner, outer = split_threads(spec.program, spec.threads, lm)
     if program is None:
         retriever = (get_retriever(spec.dataset, spec.retriever)
                      if uses_retriever(spec.program, spec.params, spec.preset) else None)
-        program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
-    lm = get_lm(spec.lm, api_base=spec.api_base, cache=spec.cache)
+        params = {**spec.params, **({"threads": inner} if inner > 1 else {})}
+        program = build_program(spec.program, retriever, preset=spec.preset, **params)
+    elif inner > 1 and hasattr(program, "threads"):
+        program.threads = inner
     (out_dir / "spec.json").write_text(spec.model_dump_json(indent=2))
     adapter = adapter_for(lm)
     with dspy.context(lm=lm, adapter=adapter):
-        result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=spec.threads,
+        result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=outer,
                           desc=f"{spec.program} on {spec.dataset}", adapter=adapter)
     label = spec.program + (f" ({spec.preset})" if spec.preset else "")
     summary = {"summary": result["summary"], "spec": spec.model_dump(),

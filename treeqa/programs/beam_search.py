@@ -18,6 +18,7 @@ import dspy
 
 from treeqa.data.corpus import Passage
 from treeqa.programs.calls import safe_call
+from treeqa.programs.parallel import check_threads, map_calls
 from treeqa.programs.support import (PassageLog, SharedRef, check_question, check_retriever, question_key,
                                      same_question)
 from treeqa.retrievers.base import Retriever
@@ -89,6 +90,9 @@ class BeamSearchQA(dspy.Module):
             writes a background document for the sub-question) or "none" (the history holds
             sub-questions only, and the evidence-based seed is skipped).
         passage_chars: each passage is cut to this many characters before summarising.
+        threads: with more than 1, the Ask calls of one depth, and then the evidence, Answer
+            and Score chains of all its new states, go out concurrently (remote endpoints);
+            states, ids and the retrieved order are the same as with 1.
         check_seeds: also stop before any expansion when a seed reaches S. Algorithm 1 checks
             the threshold only after each expansion (the default); Section 3.4 can be read
             either way, and checking the seeds saves most calls on easy questions.
@@ -112,7 +116,7 @@ class BeamSearchQA(dspy.Module):
 
     def __init__(self, retriever: Retriever | None = None, *, max_queries: int = 2, depth: int = 2,
                  passages: int = 2, threshold: float = 0.8, beam_size: int = 2, evidence: str = "retrieval",
-                 passage_chars: int = 1000, check_seeds: bool = False):
+                 passage_chars: int = 1000, check_seeds: bool = False, threads: int = 1):
         super().__init__()
         if evidence not in EVIDENCE_MODES:
             raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}; got {evidence!r}")
@@ -126,6 +130,7 @@ class BeamSearchQA(dspy.Module):
         self.max_queries, self.depth, self.passages = max_queries, depth, passages
         self.threshold, self.beam_size, self.evidence = float(threshold), beam_size, evidence
         self.passage_chars, self.check_seeds = passage_chars, bool(check_seeds)
+        self.threads = check_threads(threads)
         self._retriever = SharedRef(retriever)
         self.ask = budget.predict(Ask)
         self.answer = budget.predict(Answer)
@@ -160,21 +165,32 @@ class BeamSearchQA(dspy.Module):
         seen = PassageLog()
 
         def new_state(parent: SearchState | None, sub_question: str | None) -> SearchState:
+            """Register a state (ids in creation order); its LM calls come later, in `fill`."""
             depth = 0 if parent is None else parent.depth + 1
             sub_questions = (parent.sub_questions if parent else []) + ([sub_question] if sub_question else [])
             evidences = list(parent.evidences) if parent else []
             state = SearchState(len(states), depth, parent.id if parent else None, sub_questions, evidences)
             states.append(state)
-            if sub_question is not None and not self._add_evidence(state, question, sub_question, seen):
-                state.status = "failed"
-                return state
-            self._answer_and_score(state, question)
             return state
+
+        def fill(state: SearchState) -> None:
+            """Evidence for the newest sub-question, then the answer and its score (thread-safe)."""
+            if state.sub_questions and len(state.evidences) < len(state.sub_questions):
+                if not self._add_evidence(state, question, state.sub_questions[-1]):
+                    state.status = "failed"
+                    return
+            self._answer_and_score(state, question)
+
+        def fill_all(batch: list[SearchState]) -> None:
+            map_calls(fill, batch, self.threads)
+            for state in batch:  # the passage log keeps creation order, whatever the threads did
+                seen.add(state.passages)
 
         # beam 0: the two seeds (lines 1-8); without evidence the second seed would repeat the first
         beam = [new_state(None, None)]
         if self.evidence != "none":
             beam.append(new_state(None, question))
+        fill_all(beam)
         beam = rank([s for s in beam if s.status != "failed"])
         beams, stop = [[s.id for s in beam]], "max_depth"
         rounds = self.depth
@@ -184,10 +200,10 @@ class BeamSearchQA(dspy.Module):
             rounds, stop = 0, "threshold"
 
         for _ in range(rounds):  # lines 9-25
-            children = []
-            for parent in beam:
-                for sub_question in self._ask(parent, question):
-                    children.append(new_state(parent, sub_question))
+            asked = map_calls(lambda parent: self._ask(parent, question), beam, self.threads)
+            children = [new_state(parent, sq) for parent, sub_questions in zip(beam, asked, strict=True)
+                        for sq in sub_questions]
+            fill_all(children)
             answered = rank([c for c in children if c.status != "failed"])
             if not answered:  # nothing new to compare: the previous beam stays the last one
                 stop = "no_new_states"
@@ -227,7 +243,7 @@ class BeamSearchQA(dspy.Module):
                 new.append(sub_question)
         return new[: self.max_queries]
 
-    def _add_evidence(self, state: SearchState, question: str, sub_question: str, seen: PassageLog) -> bool:
+    def _add_evidence(self, state: SearchState, question: str, sub_question: str) -> bool:
         """Append the evidence for `sub_question` to the state ("" and False when its LM call
         failed). Passages are retrieved for the sub-question and summarised for the question."""
         text: str | None = ""
@@ -236,7 +252,6 @@ class BeamSearchQA(dspy.Module):
             text = pred.document.strip() if pred is not None else None
         elif self.evidence == "retrieval":
             passages = self.retriever.search(sub_question, self.passages)
-            seen.add(passages)
             state.passages = list(passages)
             text = NO_PASSAGES
             if passages:
