@@ -1,12 +1,16 @@
 """What a question costs on the embedded model, per program.
 
     python benchmarks/lm_cost.py [--n 20] [--programs beam,tor] [--dataset hotpotqa] [--adapter json|chat]
+    python benchmarks/lm_cost.py --n 20 --from-runs RUN_DIR [RUN_DIR ...]
 
 For each program, runs the first N questions of the seeded dev sample (the same ones
 `treeqa evaluate --n N` uses) with DSPy's response cache off, and prints: EM, seconds per
 question, LM calls, prompt tokens sent and actually computed (the rest came from the
 prefix cache), completion tokens, adapter parse success per signature, and the share of
 wall time spent outside the LM (pipeline overhead). Run it alone: two cores only.
+
+With --from-runs it measures nothing itself: it reads the first N questions of runs made by
+`treeqa evaluate --no-cache` (their records carry the same per-question figures).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def measure(name: str, dataset: str, n: int, adapter: str, preset: str | None) -
             ok_fail[1] += count
             ok_fail[0] += count - r["parse_failures"].get(sig, 0)
     return {
-        "program": name + (f" ({preset})" if preset else ""), "adapter": type(chosen).__name__, "n": len(records),
+        "program": name + (f" ({preset})" if preset else ""), "source": f"live, {type(chosen).__name__}", "n": len(records),
         "em": round(100 * sum(r["em"] for r in records) / len(records), 1),
         "f1": round(100 * sum(r["f1"] for r in records) / len(records), 1),
         "seconds_per_q": round(wall / len(records), 1), "lm_calls_per_q": round(calls / len(records), 1),
@@ -64,6 +68,45 @@ def measure(name: str, dataset: str, n: int, adapter: str, preset: str | None) -
     }
 
 
+def from_run(run_dir: Path, n: int) -> dict:
+    """The same row from an evaluate run's records (its first n questions, in sample order)."""
+    spec = json.loads((run_dir / "spec.json").read_text())
+    ids = [ex.id for ex in load_examples(spec["dataset"], spec["split"], n=n, seed=spec["seed"])]
+    by_id = {}
+    for line in (run_dir / "predictions.jsonl").read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_id[record["id"]] = record
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise SystemExit(f"{run_dir}: {len(missing)} of the first {n} questions are not done yet")
+    records = [by_id[i] for i in ids]
+    total = lambda key: sum(r.get(key, 0) for r in records)  # noqa: E731
+    attempts = sum(sum(r.get("parse_attempts", {}).values()) for r in records)
+    failed = sum(sum(r.get("parse_failures", {}).values()) for r in records)
+    by_signature: dict[str, list[int]] = {}
+    for r in records:
+        for sig, count in r.get("parse_attempts", {}).items():
+            ok_total = by_signature.setdefault(sig, [0, 0])
+            ok_total[0] += count - r.get("parse_failures", {}).get(sig, 0)
+            ok_total[1] += count
+    lm_seconds = [r.get("lm_seconds") for r in records]
+    label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
+    return {
+        "program": label, "source": run_dir.name, "n": n,
+        "em": round(100 * total("em") / n, 1), "f1": round(100 * total("f1") / n, 1),
+        "seconds_per_q": round(total("seconds") / n, 1), "lm_calls_per_q": round(total("lm_calls") / n, 1),
+        "prompt_sent_per_q": round(total("prompt_tokens") / n),
+        "prompt_computed_per_q": round((total("prompt_tokens") - total("prompt_tokens_cached")) / n),
+        "completion_per_q": round(total("completion_tokens") / n),
+        "parse_success": round(100 * (1 - failed / attempts), 2) if attempts else "not recorded",
+        "parse_by_signature": {k: f"{ok}/{t}" for k, (ok, t) in sorted(by_signature.items())},
+        "failed_calls": total("failed_calls"),
+        "overhead_pct": (round(100 * (1 - sum(lm_seconds) / total("seconds")), 1)
+                         if all(x is not None for x in lm_seconds) else "not recorded"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20)
@@ -71,13 +114,16 @@ def main() -> None:
     parser.add_argument("--programs", default="beam,tor")
     parser.add_argument("--adapter", choices=("auto", "json", "chat"), default="auto")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    parser.add_argument("--from-runs", nargs="+", type=Path, help="summarise these evaluate runs instead")
     args = parser.parse_args()
 
     rows = []
-    for name in args.programs.split(","):
+    if args.from_runs:
+        rows = [from_run(d, args.n) for d in args.from_runs]
+    for name in [] if args.from_runs else args.programs.split(","):
         rows.append(measure(name, args.dataset, args.n, args.adapter, "nq" if name == "beam" else None))
         print(json.dumps(rows[-1]), flush=True)
-    cols = ["program", "adapter", "n", "em", "f1", "seconds_per_q", "lm_calls_per_q", "prompt_sent_per_q",
+    cols = ["program", "source", "n", "em", "f1", "seconds_per_q", "lm_calls_per_q", "prompt_sent_per_q",
             "prompt_computed_per_q", "completion_per_q", "parse_success", "failed_calls", "overhead_pct"]
     print("\n| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|")
     for row in rows:
