@@ -29,3 +29,14 @@ def fixture_data(settings_env, tmp_path):
 
 
 requires_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not present")
+
+
+@pytest.fixture(scope="module")
+def real_hotpot():
+    """The embedded LM (uncached), the dense retriever over the pooled HotpotQA corpus, and the
+    first 3 questions of the seeded dev sample: what the integration tests run on."""
+    from treeqa.data import load_examples
+    from treeqa.lm import get_lm
+    from treeqa.retrievers import get_retriever
+
+    return get_lm("local", cache=False), get_retriever("hotpotqa", "dense"), load_examples("hotpotqa", "dev", n=3)

@@ -13,9 +13,8 @@ import dspy
 import pytest
 
 from tests.conftest import requires_shared_data
-from treeqa.data import load_examples
 from treeqa.data.corpus import Passage
-from treeqa.lm import get_lm, local_engine
+from treeqa.lm import adapter_for, local_engine
 from treeqa.metrics import exact_match, recall_at_k
 from treeqa.programs.baselines import DirectAnswer, RetrieveThenAnswer
 from treeqa.programs.beam_search import BeamSearchQA
@@ -23,17 +22,10 @@ from treeqa.programs.beam_search import BeamSearchQA
 pytestmark = [pytest.mark.integration, requires_shared_data]
 
 
-@pytest.fixture(scope="module")
-def setup():
-    from treeqa.retrievers import get_retriever
-
-    return get_lm("local", cache=False), get_retriever("hotpotqa", "dense"), load_examples("hotpotqa", "dev", n=3)
-
-
 def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
     engine = local_engine()
     calls_before, started = engine.stats.calls, time.perf_counter()
-    with dspy.context(lm=lm):
+    with dspy.context(lm=lm, adapter=adapter_for(lm)):  # the default path: JSON under a grammar
         pred = program(question=example.question)
     summary = {
         "program": type(program).__name__, "question": example.question, "gold": list(example.answers),
@@ -49,8 +41,8 @@ def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
     return pred, summary
 
 
-def test_beam_search_on_real_questions(setup):
-    lm, retriever, examples = setup
+def test_beam_search_on_real_questions(real_hotpot):
+    lm, retriever, examples = real_hotpot
     program = BeamSearchQA.preset("nq", retriever, depth=1)
     answered = 0
     for example in examples:
@@ -69,8 +61,8 @@ def test_beam_search_on_real_questions(setup):
     assert answered >= 2
 
 
-def test_baselines_on_real_questions(setup):
-    lm, retriever, examples = setup
+def test_baselines_on_real_questions(real_hotpot):
+    lm, retriever, examples = real_hotpot
     for program in (DirectAnswer(), RetrieveThenAnswer(retriever, k=5)):
         answers = [_run(program, lm, example)[0].answer for example in examples]
         assert sum(bool(a) for a in answers) >= 2

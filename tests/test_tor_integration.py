@@ -12,24 +12,17 @@ import dspy
 import pytest
 
 from tests.conftest import requires_shared_data
-from treeqa.data import load_examples
-from treeqa.lm import get_lm, local_engine
+from treeqa.lm import adapter_for, local_engine
 from treeqa.metrics import exact_match, f1_score, recall_at_k
 from treeqa.programs.tree_of_reviews import ChainOfReviews, TreeOfReviews
-from treeqa.retrievers import get_retriever
 
 pytestmark = [pytest.mark.integration, requires_shared_data]
-
-
-@pytest.fixture(scope="module")
-def setup():
-    return get_lm("local", cache=False), get_retriever("hotpotqa", "dense"), load_examples("hotpotqa", "dev", n=3)
 
 
 def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
     engine = local_engine()
     calls_before, started = engine.stats.calls, time.perf_counter()
-    with dspy.context(lm=lm):
+    with dspy.context(lm=lm, adapter=adapter_for(lm)):  # the default path: JSON under a grammar
         pred = program(question=example.question)
     titles = [p.title for p in pred.retrieved]
     summary = {
@@ -43,8 +36,8 @@ def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
     return pred, summary
 
 
-def test_tree_of_reviews_on_real_questions(setup):
-    lm, retriever, examples = setup
+def test_tree_of_reviews_on_real_questions(real_hotpot):
+    lm, retriever, examples = real_hotpot
     program = TreeOfReviews(retriever=retriever, widths=(3, 2), depth=2)
     summaries = []
     for example in examples:
@@ -63,8 +56,8 @@ def test_tree_of_reviews_on_real_questions(setup):
     assert any(s["answer"] for s in summaries)
 
 
-def test_chain_of_reviews_on_a_real_question(setup):
-    lm, retriever, examples = setup
+def test_chain_of_reviews_on_a_real_question(real_hotpot):
+    lm, retriever, examples = real_hotpot
     pred, summary = _run(ChainOfReviews(retriever=retriever, max_turns=2), lm, examples[0])
     assert isinstance(pred.answer, str) and pred.tree["stats"]["reviews"] <= 2
     assert 5 <= len(pred.retrieved) <= 10
