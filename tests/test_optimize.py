@@ -137,3 +137,16 @@ def test_optimize_command_and_bad_input(scripted, tmp_path):
     assert result.exit_code == 1 and "unknown optimizer 'magic'" in result.output
     result = runner.invoke(app, ["ask", "  "])
     assert result.exit_code == 1 and "question is empty" in result.output
+
+
+def test_evaluate_command_runs_a_compiled_program(scripted, tmp_path):
+    run_optimize(_spec(), tmp_path / "run")
+    runner = CliRunner()
+    compiled = str(tmp_path / "run" / "compiled.json")
+    result = runner.invoke(app, ["evaluate", "--compiled", compiled, "--n", "2", "--out", str(tmp_path / "ev")])
+    assert result.exit_code == 0, result.output
+    assert "| direct | 2 |" in result.output
+    spec = json.loads((tmp_path / "ev" / "spec.json").read_text())
+    assert spec["program"] == "direct" and spec["params"]["_compiled"].endswith("compiled.json")
+    result = runner.invoke(app, ["evaluate", "--program", "tor", "--compiled", compiled])
+    assert result.exit_code == 1 and "holds a compiled 'direct' program, not 'tor'" in result.output
