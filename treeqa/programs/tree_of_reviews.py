@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +25,7 @@ import numpy as np
 from treeqa.data.corpus import Passage
 from treeqa.programs.calls import record_failure, safe_call
 from treeqa.programs.parallel import check_threads, map_calls
+from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
 from treeqa.signatures.fusion import (
@@ -154,9 +154,7 @@ class _ReviewProgram(dspy.Module):
                  max_paragraph_chars: int, max_review_chars: int, max_query_chars: int,
                  embed_fn: EmbedFn | None):
         super().__init__()
-        if retriever is None or not callable(getattr(retriever, "search", None)):
-            raise ValueError(f"{type(self).__name__} needs a retriever (a treeqa.retrievers.Retriever), "
-                             f"got {retriever!r}")
+        check_retriever(retriever, type(self).__name__, needed=True)
         if expansion not in EXPANSIONS:
             raise ValueError(f"unknown expansion {expansion!r}; choose one of {', '.join(EXPANSIONS)}")
         if fusion not in FUSIONS:
@@ -165,8 +163,8 @@ class _ReviewProgram(dspy.Module):
                             ("max_review_chars", max_review_chars), ("max_query_chars", max_query_chars)):
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
-        self.retriever = retriever
-        self.embed_fn = embed_fn
+        self._retriever = SharedRef(retriever)  # shared, never copied, when optimizers deep-copy
+        self._embed_fn = SharedRef(embed_fn)
         self.expansion = expansion
         self.fusion = fusion
         self.max_context_chars = max_context_chars
@@ -178,22 +176,13 @@ class _ReviewProgram(dspy.Module):
             self.complete_paragraph = budget.predict(CompleteMissingParagraph)
         self.fuse = budget.predict(FUSION_SIGNATURES[fusion])
 
-    def __deepcopy__(self, memo):
-        """Optimizers deep-copy programs; the retriever (a whole index) and encoder are shared instead."""
-        memo[id(self.retriever)] = self.retriever
-        if self.embed_fn is not None:
-            memo[id(self.embed_fn)] = self.embed_fn
-        new = self.__class__.__new__(self.__class__)
-        memo[id(self)] = new
-        for name, value in self.__dict__.items():
-            setattr(new, name, copy.deepcopy(value, memo))
-        return new
+    @property
+    def retriever(self) -> Retriever:
+        return self._retriever.value
 
-    @staticmethod
-    def _check_question(question: str) -> str:
-        if not isinstance(question, str) or not question.strip():
-            raise ValueError("cannot answer: the question is empty")
-        return question.strip()
+    @property
+    def embed_fn(self) -> EmbedFn | None:
+        return self._embed_fn.value
 
     def _retrieve(self, run: _Run, query: str, k: int, where: str) -> list[Passage]:
         run.stats["retrievals"] += 1
@@ -323,7 +312,7 @@ class TreeOfReviews(_ReviewProgram):
         self.max_evidence = max_evidence
 
     def forward(self, question: str) -> dspy.Prediction:
-        run = _Run(self._check_question(question))
+        run = _Run(check_question(question, type(self).__name__))
         run.add_node(action="search", query=run.question, expanded=True)
         root_children = self._expand(run, parent=0, path=[], query=run.question, depth=1)
         by_id: dict[str, Passage] = {}
@@ -414,7 +403,7 @@ class ChainOfReviews(_ReviewProgram):
         self.max_turns = max_turns
 
     def forward(self, question: str) -> dspy.Prediction:
-        run = _Run(self._check_question(question))
+        run = _Run(check_question(question, type(self).__name__))
         path: list[Passage] = []
         query = run.question
         for turn in range(1, self.max_turns + 1):
