@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dspy
+import numpy as np
+import pytest
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 from treeqa.data.corpus import Passage
@@ -152,3 +154,22 @@ class FakeRetriever(Retriever):
 
 def passage(title: str, text: str | None = None) -> Passage:
     return Passage(id=title.lower(), title=title, text=text or f"Facts about {title}.")
+
+
+Q = "Who wrote the novel that the film Example was based on?"
+
+
+@pytest.fixture(autouse=True)
+def no_real_encoder(monkeypatch):
+    """The recall re-ranking must never load MiniLM in fast tests; tests that care pass `embed_fn`.
+    (Autouse in every module that imports it.)"""
+    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed",
+                        lambda texts: np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2))
+
+
+def run(program, script, question=Q):
+    """Run a ToR/CoR program under a scripted LM; returns the prediction and the engine."""
+    lm, engine = scripted_lm(script)
+    with dspy.context(lm=lm):
+        pred = program(question=question)
+    return pred, engine

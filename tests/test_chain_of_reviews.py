@@ -3,27 +3,13 @@
 import json
 
 import dspy
-import numpy as np
 import pytest
 
-from tests.review_fakes import FakeRetriever, answering, passage, review, scripted_lm
+from tests.review_fakes import (Q, FakeRetriever, answering, no_real_encoder, passage,  # noqa: F401 - autouse
+                                review, run)
 from treeqa.programs.tree_of_reviews import ChainOfReviews
 from treeqa.signatures.review import ReviewWithReasoning
 
-Q = "Who wrote the novel that the film Example was based on?"
-
-
-@pytest.fixture(autouse=True)
-def no_real_encoder(monkeypatch):
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed",
-                        lambda texts: np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2))
-
-
-def run(program, script, question=Q):
-    lm, engine = scripted_lm(script)
-    with dspy.context(lm=lm):
-        pred = program(question=question)
-    return pred, engine
 
 
 def by_turn(actions, **kw):

@@ -8,26 +8,12 @@ import dspy
 import numpy as np
 import pytest
 
-from tests.review_fakes import FakeRetriever, answering, passage, review, scripted_lm
+from tests.review_fakes import (Q, FakeRetriever, answering, no_real_encoder, passage,  # noqa: F401 - autouse
+                                review, run)
 from treeqa.programs.tree_of_reviews import RECALL_K, TreeOfReviews, rank_retrieved
 from treeqa.signatures.fusion import Evidence
 from treeqa.signatures.review import CompleteMissingParagraph, ParagraphReview, ReviewWithReasoning
 
-Q = "Who wrote the novel that the film Example was based on?"
-
-
-@pytest.fixture(autouse=True)
-def no_real_encoder(monkeypatch):
-    """The recall re-ranking must never load MiniLM here; tests that care pass their own `embed_fn`."""
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed",
-                        lambda texts: np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2))
-
-
-def run(program, script, question=Q):
-    lm, engine = scripted_lm(script)
-    with dspy.context(lm=lm):
-        pred = program(question=question)
-    return pred, engine
 
 
 def always(action, **kw):
