@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import dspy
@@ -30,42 +29,14 @@ from treeqa.retrievers import get_retriever
 
 
 def measure(name: str, dataset: str, n: int, adapter: str, preset: str | None) -> dict:
+    """Run the first n dev questions live, uncached; the records carry every figure."""
     examples = load_examples(dataset, "dev", n=n, seed=0)
     retriever = get_retriever(dataset) if uses_retriever(name, preset=preset) else None
     program = build_program(name, retriever, preset=preset)
     lm = get_lm("local", cache=False)
-    engine = lm._engine_spec
-    before = (engine.stats.calls, engine.stats.prompt_tokens, engine.stats.prompt_tokens_computed,
-              engine.stats.completion_tokens, engine.stats.seconds)
     chosen = adapter_for(lm) if adapter == "auto" else (dspy.JSONAdapter() if adapter == "json" else dspy.ChatAdapter())
-    records = []
-    started = time.perf_counter()
-    with dspy.context(lm=lm, adapter=chosen):
-        for ex in examples:
-            records.append(run_example(program, ex, lm, keep_tree=False))
-    wall = time.perf_counter() - started
-    calls, sent, computed, completion, lm_seconds = (a - b for a, b in zip(
-        (engine.stats.calls, engine.stats.prompt_tokens, engine.stats.prompt_tokens_computed,
-         engine.stats.completion_tokens, engine.stats.seconds), before))
-    attempts, failures = (sum(sum(r[key].values()) for r in records) for key in ("parse_attempts", "parse_failures"))
-    by_signature: dict[str, list[int]] = {}
-    for r in records:
-        for sig, count in r["parse_attempts"].items():
-            ok_fail = by_signature.setdefault(sig, [0, 0])
-            ok_fail[1] += count
-            ok_fail[0] += count - r["parse_failures"].get(sig, 0)
-    return {
-        "program": name + (f" ({preset})" if preset else ""), "source": f"live, {type(chosen).__name__}", "n": len(records),
-        "em": round(100 * sum(r["em"] for r in records) / len(records), 1),
-        "f1": round(100 * sum(r["f1"] for r in records) / len(records), 1),
-        "seconds_per_q": round(wall / len(records), 1), "lm_calls_per_q": round(calls / len(records), 1),
-        "prompt_sent_per_q": round(sent / len(records)), "prompt_computed_per_q": round(computed / len(records)),
-        "completion_per_q": round(completion / len(records)),
-        "parse_success": round(100 * (1 - failures / attempts), 2) if attempts else None,
-        "parse_by_signature": {k: f"{ok}/{total}" for k, (ok, total) in sorted(by_signature.items())},
-        "failed_calls": sum(r.get("failed_calls", 0) for r in records),
-        "overhead_pct": round(100 * (1 - lm_seconds / wall), 1),
-    }
+    records = [run_example(program, ex, lm, keep_tree=False, adapter=chosen) for ex in examples]
+    return row(name + (f" ({preset})" if preset else ""), f"live, {type(chosen).__name__}", records)
 
 
 def from_run(run_dir: Path, n: int) -> dict:
@@ -81,26 +52,31 @@ def from_run(run_dir: Path, n: int) -> dict:
     if missing:
         raise SystemExit(f"{run_dir}: {len(missing)} of the first {n} questions are not done yet")
     records = [by_id[i] for i in ids]
+    return row(spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else ""), run_dir.name, records)
+
+
+def row(label: str, source: str, records: list[dict]) -> dict:
+    """The figures of one program from its per-question records."""
+    n = len(records)
     total = lambda key: sum(r.get(key, 0) for r in records)  # noqa: E731
-    attempts = sum(sum(r.get("parse_attempts", {}).values()) for r in records)
-    failed = sum(sum(r.get("parse_failures", {}).values()) for r in records)
     by_signature: dict[str, list[int]] = {}
     for r in records:
         for sig, count in r.get("parse_attempts", {}).items():
             ok_total = by_signature.setdefault(sig, [0, 0])
             ok_total[0] += count - r.get("parse_failures", {}).get(sig, 0)
             ok_total[1] += count
+    attempts = sum(t for _, t in by_signature.values())
+    ok = sum(o for o, _ in by_signature.values())
     lm_seconds = [r.get("lm_seconds") for r in records]
-    label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
     return {
-        "program": label, "source": run_dir.name, "n": n,
+        "program": label, "source": source, "n": n,
         "em": round(100 * total("em") / n, 1), "f1": round(100 * total("f1") / n, 1),
         "seconds_per_q": round(total("seconds") / n, 1), "lm_calls_per_q": round(total("lm_calls") / n, 1),
         "prompt_sent_per_q": round(total("prompt_tokens") / n),
         "prompt_computed_per_q": round((total("prompt_tokens") - total("prompt_tokens_cached")) / n),
         "completion_per_q": round(total("completion_tokens") / n),
-        "parse_success": round(100 * (1 - failed / attempts), 2) if attempts else "not recorded",
-        "parse_by_signature": {k: f"{ok}/{t}" for k, (ok, t) in sorted(by_signature.items())},
+        "parse_success": round(100 * ok / attempts, 2) if attempts else "not recorded",
+        "parse_by_signature": {k: f"{o}/{t}" for k, (o, t) in sorted(by_signature.items())},
         "failed_calls": total("failed_calls"),
         "overhead_pct": (round(100 * (1 - sum(lm_seconds) / total("seconds")), 1)
                          if all(x is not None for x in lm_seconds) else "not recorded"),
