@@ -94,3 +94,62 @@ def test_every_predictor_carries_its_signature_budget(name):
             assert predictor.config["max_tokens"] == budget(Answer) + REASONING_TOKENS
         else:
             assert predictor.config["max_tokens"] == sig_budget, pname
+
+
+def test_greedy_grammar_sampler_is_used_only_for_plain_greedy_requests(monkeypatch):
+    from treeqa import greedy_grammar
+
+    made = []
+    monkeypatch.setattr(greedy_grammar, "GreedyGrammarSampler", lambda llama, grammar: made.append(grammar) or "fast")
+
+    class Llama:
+        def _init_sampler(self, **kwargs):
+            return "chain"
+
+    llama = Llama()
+    greedy_grammar.install(llama)
+    assert llama._init_sampler(temp=0.0, grammar="g") == "fast"
+    assert llama._init_sampler(temp=0.7, grammar="g") == "chain"  # sampling: llama.cpp's own chain
+    assert llama._init_sampler(temp=0.0, grammar=None) == "chain"
+    assert llama._init_sampler(temp=0.0, grammar="g", repeat_penalty=1.1) == "chain"
+    assert made == ["g"]
+
+
+@pytest.mark.integration
+def test_greedy_grammar_sampler_matches_llama_cpp_grammar_first_decoding():
+    """Checking the argmax first must choose the same tokens as filtering the whole vocabulary."""
+    from treeqa import greedy_grammar
+    from treeqa.lm import local_engine
+
+    engine = local_engine()
+    llama = engine.llama
+    schema = json.dumps({
+        "type": "object", "required": ["relevant", "action", "next_query"],
+        "properties": {"relevant": {"type": "boolean"}, "action": {"enum": ["accept", "reject", "search"]},
+                       "next_query": {"type": "string"}}})
+    grammar = engine.grammar_from_schema(schema)
+    messages = [{"role": "system", "content": "Judge the paragraph for the question. Reply with a fenced "
+                                              "```json block holding relevant, action and next_query."},
+                {"role": "user", "content": "Question: Where was Arthur's Magazine published?\nParagraph: "
+                                            "Arthur's Magazine was an American literary periodical."}]
+    used = []
+    patched = llama._init_sampler
+
+    def spy(**kwargs):
+        sampler = patched(**kwargs)
+        used.append(sampler)
+        return sampler
+
+    llama._init_sampler = spy
+    try:
+        fast = llama.create_chat_completion(messages=messages, temperature=0.0, max_tokens=60, grammar=grammar)
+        llama._init_sampler = type(llama)._init_sampler.__get__(llama)  # llama.cpp's full-vocabulary chain
+        slow = llama.create_chat_completion(messages=messages, temperature=0.0, max_tokens=60, grammar=grammar)
+    finally:
+        llama._init_sampler = patched
+    (sampler,) = used
+    assert isinstance(sampler, greedy_grammar.GreedyGrammarSampler)
+    assert sampler.full_checks >= 1  # the prompt asks for a fence, which the grammar refuses
+    text = fast["choices"][0]["message"]["content"]
+    assert text == slow["choices"][0]["message"]["content"]
+    jsonschema.validate(json.loads(text), json.loads(schema))
