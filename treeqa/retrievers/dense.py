@@ -108,7 +108,9 @@ class DenseRetriever(Retriever):
         if not store.is_complete(folder):
             raise IndexMissingError(f"no dense index at {folder}; build it with `treeqa index build`")
         passages, _ = store.read_passages(folder)
-        return cls(passages, faiss.read_index(str(folder / INDEX_FILE)))
+        retriever = cls(passages, faiss.read_index(str(folder / INDEX_FILE)))
+        load_encoder()  # ready to search: the first question should not pay for the encoder's start-up
+        return retriever
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
