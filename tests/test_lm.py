@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import SHARED_DATA
 from treeqa import local_model
-from treeqa.lm import LlamaEngine, get_lm
+from treeqa.lm import LlamaEngine, get_lm, local_engine
 
 
 class FakeLlama:
@@ -137,3 +137,32 @@ def test_embedded_model_answers_through_predict():
     with dspy.context(lm=lm):
         pred = dspy.Predict("question -> answer")(question="What is the capital of France? Answer with one word.")
     assert "paris" in pred.answer.lower()
+
+
+@pytest.mark.integration
+def test_prefix_states_are_restored_without_logits_copies():
+    """Alternating system prompts resume from saved prefix states, which hold only the KV state."""
+    engine = local_engine()
+    llama = engine.llama
+    rules = {name: f"You are the {name} step. " + " ".join(f"Rule {i}: be brief and exact." for i in range(30))
+             for name in ("answer", "score")}
+
+    def ask(step, question):
+        engine._evaluated = 0
+        out = llama.create_chat_completion(messages=[{"role": "system", "content": rules[step]},
+                                                     {"role": "user", "content": question}],
+                                           temperature=0.0, max_tokens=6)
+        return out["choices"][0]["message"]["content"], out["usage"]["prompt_tokens"], engine._evaluated
+
+    ask("answer", "Who wrote Hamlet?")
+    ask("score", "Who wrote Hamlet?")
+    text, prompt, computed = ask("answer", "What is the capital of Peru?")
+    assert computed < prompt // 4  # the answer step's prefix came back from the RAM cache
+    states = list(llama.cache.cache_state.values())
+    assert states and all(s.scores.size == 0 for s in states)
+
+    llama.cache.cache_state.clear()
+    llama.reset()
+    fresh, _, computed_fresh = ask("answer", "What is the capital of Peru?")
+    assert computed_fresh >= prompt - 1
+    assert fresh == text  # a restored state decodes exactly as a fresh one

@@ -16,7 +16,7 @@ from pathlib import Path
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
-from treeqa import greedy_grammar, local_model
+from treeqa import greedy_grammar, lean_state, local_model
 from treeqa.settings import get_settings
 
 LOCAL_NAMES = ("local", "embedded")
@@ -98,6 +98,7 @@ class LlamaEngine:
                                 n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False)
         if kv_cache_mb > 0:
             llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=kv_cache_mb << 20))
+        lean_state.install(llama)
         greedy_grammar.install(llama)
         return llama
 
