@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install model demo test test-fast clean-cache
+.PHONY: install model demo compare test test-fast clean-cache
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,12 @@ install: $(STAMP)
 model: install
 	$(BIN)/treeqa model install
 
+# the main job: compile TreeOfReviews on HotpotQA, zero-shot vs compiled (about 30 minutes)
 demo: model
-	$(BIN)/python demo.py
+	$(BIN)/python optimize.py --program tor --dataset hotpotqa
+
+compare: model
+	$(BIN)/python compare.py
 
 test: model
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,7 +1,7 @@
-"""The demo `make demo` runs: the programs side by side on a few HotpotQA dev questions,
-with the embedded model and dense retrieval over the pooled corpus.
+"""`make compare`: the programs side by side on a few HotpotQA dev questions, with the
+embedded model and dense retrieval over the pooled corpus.
 
-    python demo.py [--n 5] [--programs direct,rta,beam,tor]
+    python compare.py [--n 5] [--programs direct,rta,beam,tor]
 
 Results (per-question predictions and summaries) go under runs/; a rerun resumes.
 """
