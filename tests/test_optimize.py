@@ -8,7 +8,7 @@ import treeqa.lm
 from tests.generic_lm import generic_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
-from treeqa.optimize import (OPTIMIZERS, OptimizeSpec, em_feedback_metric, em_metric, max_calls_per_question,
+from treeqa.optimize import (OPTIMIZERS, OptimizeSpec, changed_instructions, em_feedback_metric, em_metric, max_calls_per_question,
                              run_optimize, splits_for)
 from treeqa.programs import build_program
 
@@ -53,6 +53,7 @@ def test_run_writes_reports_and_resumes(scripted, tmp_path, capsys):
     assert report["zero_shot"]["n"] == 2 and report["compiled"]["n"] == 2
     assert report["zero_shot"]["em"] == 50.0  # Lake Zurich right, "no" for a yes question wrong
     assert report["compile"]["demos"] == {"answer": 1}  # the one train question bootstrapped
+    assert report["compile"]["instructions_changed"] == []  # bootstrap tunes demos only
     assert "| direct zero-shot |" in result["table"] and "| direct compiled (bootstrap) |" in result["table"]
     calls = len(scripted._engine_spec.calls)
 
@@ -102,6 +103,20 @@ def test_every_optimizer_runs_on_a_tiny_setting(scripted, tmp_path, optimizer):
     recipe, _ = read_recipe(out / "compiled.json")
     assert recipe["compile"]["optimizer"] == optimizer
     assert json.loads((out / "report.json").read_text())["compiled"]["n"] == 2
+
+
+def test_changed_instructions_names_rewritten_predictors():
+    before = build_program("direct")
+    after = before.deepcopy()
+    assert changed_instructions(before, after) == []
+    after.answer.signature = after.answer.signature.with_instructions("Answer in one word.")
+    assert changed_instructions(before, after) == ["answer"]
+
+
+def test_no_cache_reaches_the_evaluations_only():
+    cached, uncached = _spec(), _spec(cache=False)
+    assert cached.eval_spec().cache is True and uncached.eval_spec().cache is False
+    assert cached.default_out() == uncached.default_out()  # same results, same folder
 
 
 def test_plan_counts_calls_without_making_any(scripted, tmp_path):

@@ -194,6 +194,8 @@ def optimize_cmd(
     trials: Annotated[int, typer.Option(help="MIPROv2 trials.")] = 3,
     metric_calls: Annotated[int, typer.Option(help="GEPA's budget of metric calls.")] = 40,
     plan: Annotated[bool, typer.Option("--plan", help="Print the LM-call budget and exit.")] = False,
+    cache: Annotated[bool, typer.Option(help="Let the two evaluations use DSPy's response cache "
+                                             "(--no-cache: their costs are real).")] = True,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.compiled import CompiledProgramError
@@ -203,7 +205,7 @@ def optimize_cmd(
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train=train, dev=dev, seed=seed,
                             lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever, threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
-                            trials=trials, metric_calls=metric_calls)
+                            trials=trials, metric_calls=metric_calls, cache=cache)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
     except (ValueError, FileNotFoundError, CompiledProgramError) as exc:
         _fail(str(exc))

@@ -125,17 +125,18 @@ class OptimizeSpec(BaseModel):
     candidates: int = Field(2, ge=1)
     trials: int = Field(3, ge=1)
     metric_calls: int = Field(40, ge=1)
+    cache: bool = True  # DSPy's response cache for the two evaluations (compiling always uses it)
 
     def eval_spec(self) -> EvalSpec:
         _, dev_split = splits_for(self.dataset)
         return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
                         lm=self.lm, api_base=self.api_base, retriever=self.retriever, preset=self.preset,
-                        params=self.params, threads=self.threads)
+                        params=self.params, threads=self.threads, cache=self.cache)
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
         key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(
-            exclude={"threads", "api_base"})}).key()
+            exclude={"threads", "api_base", "cache"})}).key()
         return RUNS_DIR / "optimize" / f"{self.dataset}-{label}-{self.optimizer}-{key}"
 
     def tuning(self) -> dict[str, int]:
@@ -187,6 +188,12 @@ def plan(spec: OptimizeSpec, program: dspy.Module) -> dict[str, int]:
             "compiled_max": spec.dev * per_q}
 
 
+def changed_instructions(before: dspy.Module, after: dspy.Module) -> list[str]:
+    """Names of the predictors whose instructions the teleprompter rewrote."""
+    old = {name: p.signature.instructions for name, p in before.named_predictors()}
+    return [name for name, p in after.named_predictors() if old.get(name) != p.signature.instructions]
+
+
 def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only: bool = False,
                  echo=print) -> dict[str, Any]:
     """Zero-shot eval, compile on train against EM, compiled eval, report; resumable."""
@@ -234,7 +241,8 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         calls_made = sum(len(v) for v in usage.usage_data.values())
         compile_info = {"optimizer": spec.optimizer, "train": len(trainset), "train_split": train_split,
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
-                        "demos": {name: len(p.demos) for name, p in compiled.named_predictors()}}
+                        "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
+                        "instructions_changed": changed_instructions(program, compiled)}
         save_compiled(compiled, compiled_path, name=spec.program, dataset=spec.dataset, retriever=spec.retriever,
                       preset=spec.preset, params=spec.params, extra={"compile": compile_info})
         echo(f"      compiled in {compile_info['seconds']:.0f}s with {calls_made} LM calls; saved to {compiled_path}")
@@ -252,7 +260,8 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         f"# {spec.program} on {spec.dataset}: zero-shot vs compiled ({spec.optimizer})\n\n"
         f"Command: `{report['command']}`\n\n{table}\n\n"
         f"Compiled on {len(trainset)} {train_split} questions in {compile_info.get('seconds', '?')} s "
-        f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}.\n"
+        f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}; "
+        f"instructions rewritten: {compile_info.get('instructions_changed', [])}.\n"
         f"Versions: {report['versions']}\n")
     echo(table)
     echo(f"written to {out_dir}")
