@@ -56,7 +56,7 @@ def rebuild_readme() -> None:
     (HERE / "README.md").write_text(
         "# Benchmarks\n\nEvery figure below was measured on a 2-core CPU with the embedded model "
         "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) unless the YAML says otherwise; each YAML file holds the exact "
-        "commands, settings, versions and all figures. `lm_cost.md` and `foundation.md` are the speed "
+        "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md` and `foundation.md` are the speed "
         "benchmarks.\n\n" + "\n".join(rows) + "\n")
 
 

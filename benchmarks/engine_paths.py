@@ -1,0 +1,112 @@
+"""The two llama.cpp paths treeqa replaces, measured against llama-cpp-python's own.
+
+1. Grammar-constrained greedy decoding: free decoding, treeqa's argmax-first check
+   (`treeqa.greedy_grammar`) and llama-cpp-python's chain, which filters the whole
+   vocabulary every step, on the same review-shaped JSON schema and prompt.
+2. Prefix states in the RAM cache: two system prompts used alternately (as ask/answer/score
+   do), with treeqa's lean states (`treeqa.lean_state`) and with llama-cpp-python's, which
+   copy the logits table into every state. Each runs in a fresh process for its peak RSS.
+
+    python benchmarks/engine_paths.py [--out benchmarks/engine_paths.md]
+
+Run it alone: the figures are wall-clock seconds on this machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCHEMA = {"type": "object", "required": ["reasoning", "relevant", "action", "next_query"],
+          "properties": {"reasoning": {"type": "string"}, "relevant": {"type": "boolean"},
+                         "action": {"enum": ["accept", "reject", "search"]}, "next_query": {"type": "string"}}}
+REVIEW = [{"role": "system", "content": "Judge whether the paragraph helps answer the question. Reply in JSON "
+                                        "with reasoning, relevant, action (accept, reject or search) and next_query."},
+          {"role": "user", "content": "Question: Which magazine was started first, Arthur's Magazine or First for "
+                                      "Women?\nParagraph: Arthur's Magazine (1844-1846) was an American literary "
+                                      "periodical published in Philadelphia in the 19th century."}]
+SYSTEMS = {step: f"You are the {step} step of a search. " + " ".join(
+    f"Rule {i}: {step} precisely, and cite the paragraph title when it matters." for i in range(40))
+    for step in ("answer", "score")}
+QUESTIONS = ["Who wrote Hamlet?", "What is the capital of Peru?", "When did the Second World War end?"]
+
+
+def grammar_case() -> dict:
+    from treeqa.lm import LlamaEngine
+
+    engine = LlamaEngine(kv_cache_mb=0)
+    llama, grammar = engine.llama, engine.grammar_from_schema(json.dumps(SCHEMA))
+    treeqa_sampler = llama._init_sampler
+    full_vocabulary = type(llama)._init_sampler.__get__(llama)
+    llama.create_chat_completion(messages=REVIEW, temperature=0.0, max_tokens=1)  # prompt in the KV cache
+    rows = {}
+    for label, kwargs, init in (("free decoding (no grammar)", {}, treeqa_sampler),
+                                ("grammar, argmax checked first (treeqa)", {"grammar": grammar}, treeqa_sampler),
+                                ("grammar, whole vocabulary each step (llama-cpp-python)", {"grammar": grammar},
+                                 full_vocabulary)):
+        llama._init_sampler = init
+        started = time.perf_counter()
+        out = llama.create_chat_completion(messages=REVIEW, temperature=0.0, max_tokens=75, **kwargs)
+        seconds = time.perf_counter() - started
+        tokens = out["usage"]["completion_tokens"]
+        rows[label] = {"tokens": tokens, "seconds": round(seconds, 2), "ms_per_token": round(1000 * seconds / tokens, 1)}
+    llama._init_sampler = treeqa_sampler
+    return rows
+
+
+def state_case(lean: bool) -> dict:
+    import treeqa.lean_state
+
+    if not lean:
+        treeqa.lean_state.install = lambda llama: None  # llama-cpp-python's save_state / load_state
+    from treeqa.lm import LlamaEngine
+
+    llama = LlamaEngine(kv_cache_mb=512).llama
+    times = []
+    for question in QUESTIONS:
+        for step in ("answer", "score"):
+            started = time.perf_counter()
+            llama.create_chat_completion(messages=[{"role": "system", "content": SYSTEMS[step]},
+                                                   {"role": "user", "content": question}],
+                                         temperature=0.0, max_tokens=8)
+            times.append(time.perf_counter() - started)
+    restored = times[2:]  # from the second question on, each call resumes its step's saved prefix
+    return {"first_two_calls_s": round(sum(times[:2]), 2), "resumed_call_s": round(sum(restored) / len(restored), 2),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("engine_paths.md"))
+    parser.add_argument("--case", choices=["grammar", "lean", "stock"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(grammar_case() if args.case == "grammar" else state_case(args.case == "lean")))
+        return
+
+    def child(case: str) -> dict:
+        done = subprocess.run([sys.executable, __file__, "--case", case], check=True, capture_output=True, text=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    grammar = child("grammar")
+    states = {"lean states (treeqa)": child("lean"), "states with the logits table (llama-cpp-python)": child("stock")}
+    lines = ["# llama.cpp paths: treeqa's vs llama-cpp-python's", "",
+             f"Command: `python benchmarks/engine_paths.py` (run alone, embedded model, {time.strftime('%Y-%m-%d')}).", "",
+             "## Greedy decoding of a 75-token JSON review (prompt already in the KV cache)", "",
+             "| path | tokens | seconds | ms/token |", "|---|---|---|---|"]
+    lines += [f"| {k} | {v['tokens']} | {v['seconds']} | {v['ms_per_token']} |" for k, v in grammar.items()]
+    lines += ["", "## Two ~600-token system prompts used alternately, 3 questions, RAM cache 512 MB", "",
+              "| states | first two calls (s) | resumed call (s) | peak RSS (MB) |", "|---|---|---|---|"]
+    lines += [f"| {k} | {v['first_two_calls_s']} | {v['resumed_call_s']} | {v['peak_rss_mb']} |" for k, v in states.items()]
+    text = "\n".join(lines) + "\n"
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
