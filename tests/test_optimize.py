@@ -8,7 +8,7 @@ import treeqa.lm
 from tests.generic_lm import generic_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
-from treeqa.optimize import (OPTIMIZERS, OptimizeSpec, changed_instructions, em_feedback_metric, em_metric, max_calls_per_question,
+from treeqa.optimize import (OPTIMIZERS, OptimizeSpec, changed_instructions, em_feedback_metric, gepa_split, em_metric, max_calls_per_question,
                              run_optimize, splits_for)
 from treeqa.programs import build_program
 
@@ -111,6 +111,14 @@ def test_changed_instructions_names_rewritten_predictors():
     assert changed_instructions(before, after) == []
     after.answer.signature = after.answer.signature.with_instructions("Answer in one word.")
     assert changed_instructions(before, after) == ["answer"]
+
+
+def test_gepa_holds_out_part_of_train():
+    train, val = gepa_split(list(range(20)))
+    assert train == list(range(12)) and val == list(range(12, 20))
+    assert gepa_split([1, 2]) == ([1], [2])
+    with pytest.raises(ValueError, match="at least 2"):
+        gepa_split([1])
 
 
 def test_no_cache_reaches_the_evaluations_only():

@@ -50,6 +50,11 @@ class CapturingEngine(LlamaEngine):
                         "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
 
         super().__init__(llama=Fake())
+        self.schemas = []
+
+    def grammar_from_schema(self, schema_json):
+        self.schemas.append(schema_json)
+        return "grammar"
 
 
 def _fix_inputs(signature, inputs):
@@ -70,6 +75,10 @@ def test_schema_grammar_and_budget_reach_llama(signature, inputs, valid, invalid
     assert "grammar" in call  # decoding is constrained, not just asked for JSON
     (schema_key,) = engine._grammars
     schema = json.loads(schema_key)
+    # the grammar is built from the schema with the signature's field order (reasoning
+    # before the answer, judgments before the analysis), never from a key-sorted copy
+    (compiled,) = engine.schemas
+    assert list(json.loads(compiled)["properties"]) == list(signature.output_fields)
     jsonschema.validate(valid, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(invalid, schema)

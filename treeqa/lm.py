@@ -156,7 +156,7 @@ class LlamaEngine:
         schema = response_format.get("schema") or (response_format.get("json_schema") or {}).get("schema")
         if not schema:
             return None
-        key = json.dumps(schema, sort_keys=True)
+        key = json.dumps(schema)  # not sorted: the grammar writes fields in the schema's order
         if key not in self._grammars:
             self._grammars[key] = self.grammar_from_schema(key)
         return self._grammars[key]
