@@ -178,7 +178,7 @@ def optimize_cmd(
     dataset: Annotated[str, typer.Option(help="hotpotqa, 2wikimultihopqa, musique, nq, triviaqa or webq.")] = "hotpotqa",
     optimizer: Annotated[str, typer.Option(help="bootstrap, random-search, mipro, copro, simba or gepa.")] = "bootstrap",
     train: Annotated[int, typer.Option(help="Training questions to compile on.")] = 20,
-    dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 15,
+    dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 20,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,

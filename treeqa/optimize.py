@@ -112,7 +112,7 @@ class OptimizeSpec(BaseModel):
     dataset: str = "hotpotqa"
     optimizer: str = "bootstrap"
     train: int = Field(20, ge=1)
-    dev: int = Field(15, ge=1)  # with train=20, `make demo` takes about 30 minutes on 2 cores
+    dev: int = Field(20, ge=1)  # with train=20, `make demo` takes about 30 minutes on 2 cores
     seed: int = 0
     lm: str = "local"
     api_base: str | None = None
