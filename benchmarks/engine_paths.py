@@ -43,16 +43,18 @@ def grammar_case() -> dict:
     llama, grammar = engine.llama, engine.grammar_from_schema(json.dumps(SCHEMA))
     treeqa_sampler = llama._init_sampler
     full_vocabulary = type(llama)._init_sampler.__get__(llama)
-    llama.create_chat_completion(messages=REVIEW, temperature=0.0, max_tokens=1)  # prompt in the KV cache
+    llama.create_chat_completion(messages=REVIEW, temperature=0.0, max_tokens=32)  # warm up; prompt in the KV cache
     rows = {}
     for label, kwargs, init in (("free decoding (no grammar)", {}, treeqa_sampler),
                                 ("grammar, argmax checked first (treeqa)", {"grammar": grammar}, treeqa_sampler),
                                 ("grammar, whole vocabulary each step (llama-cpp-python)", {"grammar": grammar},
                                  full_vocabulary)):
         llama._init_sampler = init
-        started = time.perf_counter()
-        out = llama.create_chat_completion(messages=REVIEW, temperature=0.0, max_tokens=75, **kwargs)
-        seconds = time.perf_counter() - started
+        seconds = float("inf")
+        for _ in range(2):  # the better of two
+            started = time.perf_counter()
+            out = llama.create_chat_completion(messages=REVIEW, temperature=0.0, max_tokens=75, **kwargs)
+            seconds = min(seconds, time.perf_counter() - started)
         tokens = out["usage"]["completion_tokens"]
         rows[label] = {"tokens": tokens, "seconds": round(seconds, 2), "ms_per_token": round(1000 * seconds / tokens, 1)}
     llama._init_sampler = treeqa_sampler
@@ -97,7 +99,7 @@ def main() -> None:
     states = {"lean states (treeqa)": child("lean"), "states with the logits table (llama-cpp-python)": child("stock")}
     lines = ["# llama.cpp paths: treeqa's vs llama-cpp-python's", "",
              f"Command: `python benchmarks/engine_paths.py` (run alone, embedded model, {time.strftime('%Y-%m-%d')}).", "",
-             "## Greedy decoding of a 75-token JSON review (prompt already in the KV cache)", "",
+             "## Greedy decoding of a JSON review, at most 75 tokens (prompt in the KV cache; the better of two runs)", "",
              "| path | tokens | seconds | ms/token |", "|---|---|---|---|"]
     lines += [f"| {k} | {v['tokens']} | {v['seconds']} | {v['ms_per_token']} |" for k, v in grammar.items()]
     lines += ["", "## Two ~600-token system prompts used alternately, 3 questions, RAM cache 512 MB", "",
