@@ -9,6 +9,8 @@ text, or an exception to raise (a failed call).
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -92,3 +94,22 @@ class FakeRetriever(Retriever):
                 hits[0] = Passage("common", "Common", "text 0 about common")
             out.append(hits)
         return out
+
+
+class Overlap:
+    """How many calls run at once: each wraps its work in `with overlap:` (which holds it for
+    `hold` seconds, so that concurrent calls do meet); `peak` is the most seen together."""
+
+    def __init__(self, hold: float):
+        self.hold, self.active, self.peak = hold, 0, 0
+        self._guard = threading.Lock()
+
+    def __enter__(self):
+        with self._guard:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(self.hold)
+
+    def __exit__(self, *exc):
+        with self._guard:
+            self.active -= 1

@@ -13,7 +13,7 @@ import re
 import dspy
 import pytest
 
-from fakes import FakeRetriever, scripted_lm
+from fakes import FakeRetriever, Overlap, scripted_lm
 from treeqa.data.corpus import Passage
 from treeqa.programs.beam_search import PRESETS, BeamSearchQA
 from treeqa.programs.support import same_question
@@ -393,25 +393,17 @@ def test_presets_follow_table_6():
 # --- concurrent calls for remote endpoints ----------------------------------------------
 
 def test_threads_send_one_depth_concurrently_with_the_same_tree():
-    import threading
-    import time
-
-    active, peak, guard = [0], [0], threading.Lock()
+    overlap = Overlap(hold=0.02)
     script = Script(conf={"root1": 0.5, "QQ2": 0.6, "root12": 0.7})
 
     def slow(kind, inputs):
-        with guard:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(0.02)
-        with guard:
-            active[0] -= 1
-        return script(kind, inputs)
+        with overlap:
+            return script(kind, inputs)
 
     serial, serial_engine, _ = run(slow, max_queries=2, depth=2, beam_size=2)
-    assert peak[0] == 1
+    assert overlap.peak == 1
     parallel, parallel_engine, _ = run(slow, max_queries=2, depth=2, beam_size=2, threads=4)
-    assert peak[0] > 1
+    assert overlap.peak > 1
     assert parallel.tree == serial.tree
     assert [p.id for p in parallel.retrieved] == [p.id for p in serial.retrieved]
     assert (parallel.answer, parallel.confidence) == (serial.answer, serial.confidence)

@@ -8,6 +8,7 @@ import dspy
 import numpy as np
 import pytest
 
+from tests.fakes import Overlap
 from tests.review_fakes import (Q, FakeRetriever, answering, no_real_encoder, passage,  # noqa: F401 - autouse
                                 review, run)
 from treeqa.programs.tree_of_reviews import RECALL_K, TreeOfReviews, rank_retrieved
@@ -403,27 +404,20 @@ def test_a_failing_encoder_keeps_discovery_order():
 # --- concurrent sibling reviews (remote endpoints) -------------------------------------------
 
 def test_threads_review_siblings_concurrently_with_the_same_tree():
-    import threading
-    import time
-
-    active, peak, guard = [0], [0], threading.Lock()
+    overlap = Overlap(hold=0.05)
 
     def slow_review(call):
-        with guard:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(0.05)
-        with guard:
-            active[0] -= 1
+        with overlap:
+            pass
         # accept the second child of every node, search the others: the pool grows mid-level
         return review("accept", analysis="found") if call.titles[-1].endswith("2") else review("search", next_query="q")
 
     script = answering(slow_review)
     serial, _ = run(TreeOfReviews(retriever=FakeRetriever(), widths=(3, 2), expansion="direct"), script)
-    assert peak[0] == 1
+    assert overlap.peak == 1
     parallel, engine = run(TreeOfReviews(retriever=FakeRetriever(), widths=(3, 2), expansion="direct", threads=3),
                            script)
-    assert peak[0] > 1
+    assert overlap.peak > 1
     strip = lambda pred: [{k: v for k, v in n.items() if k != "failures"} for n in pred.tree["nodes"]]  # noqa: E731
     assert strip(parallel) == strip(serial)
     assert parallel.answer == serial.answer and parallel.evidence == serial.evidence
