@@ -173,3 +173,9 @@ def test_evaluate_command_runs_a_compiled_program(scripted, tmp_path):
     assert spec["program"] == "direct" and spec["params"]["_compiled"].endswith("compiled.json")
     result = runner.invoke(app, ["evaluate", "--program", "tor", "--compiled", compiled])
     assert result.exit_code == 1 and "holds a compiled 'direct' program, not 'tor'" in result.output
+
+
+def test_gepa_with_one_train_question_fails_before_any_lm_call(scripted, tmp_path):
+    with pytest.raises(ValueError, match="at least 2"):
+        run_optimize(_spec(optimizer="gepa", train=1), tmp_path / "g")
+    assert scripted._engine_spec.calls == []

@@ -217,6 +217,9 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     out_dir = Path(out) if out else spec.default_out()
     train_split, dev_split = splits_for(spec.dataset)
     trainset = load_examples(spec.dataset, train_split, n=spec.train, seed=spec.seed)
+    # GEPA reflects on minibatches of one part and accepts candidates on the other; split
+    # before any evaluation, so a train set too small for it fails at once
+    fit_on, valset = gepa_split(trainset) if spec.optimizer == "gepa" else (trainset, None)
     needs_index = uses_retriever(spec.program, spec.params, spec.preset)
     retriever = get_retriever(spec.dataset, spec.retriever) if needs_index else None
     program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
@@ -245,9 +248,8 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
         teleprompter, kwargs = make_teleprompter(spec, lm, teacher)
         started = time.perf_counter()
-        fit_on = trainset
-        if spec.optimizer == "gepa":  # reflect on minibatches of one part, accept candidates on the other
-            fit_on, kwargs["valset"] = gepa_split(trainset)
+        if valset is not None:
+            kwargs["valset"] = valset
         with dspy.context(lm=lm, adapter=adapter_for(lm)), dspy.track_usage() as usage:
             compiled = teleprompter.compile(program, trainset=fit_on, **kwargs)
         calls_made = sum(len(v) for v in usage.usage_data.values())
