@@ -26,7 +26,7 @@ demo: model
 	$(BIN)/python optimize.py --program tor --dataset hotpotqa
 
 compare: model
-	$(BIN)/python compare.py
+	$(BIN)/treeqa compare
 
 test: model
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,10 +1,12 @@
 """Record finished runs as a reproducibility file and refresh the benchmarks table.
 
-    python benchmarks/record.py NAME RUN_DIR [RUN_DIR ...] [--note "..."]
+    python benchmarks/record.py NAME RUN_DIR [RUN_DIR ...] [--pair tor:cor ...] [--note "..."]
 
 Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa optimize`
-(report.json). NAME.yaml gets, per run, the exact command, its settings and its figures,
-like pyserini's regression files; README.md in this folder is rebuilt from every YAML here.
+(report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
+(EM and F1 with 95% bootstrap intervals), like pyserini's regression files, and for each
+`--pair A:B` of evaluate runs (named by program) the paired comparison on their common
+questions. README.md in this folder is rebuilt from every YAML here.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ from pathlib import Path
 
 import yaml
 
+from treeqa.evaluation import read_records
+from treeqa.runs import comparison_table
+from treeqa.stats import NO_DIFFERENCE, compare_records, run_intervals
+
 HERE = Path(__file__).parent
-FIGURES = ["n", "em", "f1", "recall@15", "lm_calls_per_q", "prompt_tokens_per_q", "prompt_tokens_cached_per_q",
+FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "lm_calls_per_q", "prompt_tokens_per_q", "prompt_tokens_cached_per_q",
            "completion_tokens_per_q", "seconds_per_q", "parse_success", "failed_calls", "errors"]
 
 
@@ -28,9 +34,32 @@ def _entry(run_dir: Path) -> dict:
                 "zero_shot": {k: report["zero_shot"][k] for k in FIGURES if k in report["zero_shot"]},
                 "compiled": {k: report["compiled"][k] for k in FIGURES if k in report["compiled"]}}
     summary = json.loads((run_dir / "summary.json").read_text())
+    figures = {**summary["summary"], **run_intervals(read_records(run_dir / "predictions.jsonl"))}
     return {"kind": "evaluate", "command": summary["command"], "spec": summary["spec"],
-            "versions": summary["versions"],
-            "figures": {k: summary["summary"][k] for k in FIGURES if k in summary["summary"]}}
+            "data": summary.get("data"), "versions": summary["versions"],
+            "figures": {k: figures[k] for k in FIGURES if k in figures}}
+
+
+def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
+    """`A:B` -> the paired comparison of the runs of programs A and B (A's gain over B)."""
+    by_program = {}
+    for run_dir in run_dirs:
+        spec = json.loads((run_dir / "spec.json").read_text())
+        by_program[spec["program"]] = run_dir
+    out = {}
+    for pair in pairs:
+        a, _, b = pair.partition(":")
+        if a not in by_program or b not in by_program:  # a table still being filled: pair what exists
+            print(f"--pair {pair}: skipped, not both among the runs ({', '.join(by_program)})")
+            continue
+        out[f"{a} vs {b}"] = compare_records(read_records(by_program[a] / "predictions.jsonl"),
+                                             read_records(by_program[b] / "predictions.jsonl"))
+    return out
+
+
+def _cell(fig: dict, key: str) -> str:
+    ci = fig.get(f"{key}_ci")
+    return f"{fig.get(key)} [{ci[0]}, {ci[1]}]" if ci else str(fig.get(key))
 
 
 def _label(entry: dict) -> str:
@@ -41,9 +70,13 @@ def _label(entry: dict) -> str:
 
 
 def rebuild_readme() -> None:
-    rows = ["| file | program | dataset | setting | n | EM | F1 | R@15 | calls/q | s/q |", "|---" * 10 + "|"]
+    rows = ["| file | program | dataset | setting | n | EM [95% CI] | F1 [95% CI] | R@15 | calls/q | s/q |",
+            "|---" * 10 + "|"]
+    paired = []
     for path in sorted(HERE.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text())
+        if doc.get("comparisons"):
+            paired.append(f"### {path.name}\n\n{comparison_table(doc['comparisons'])}\n")
         for entry in doc["runs"]:
             spec = entry["spec"]
             dataset = f"{spec['dataset']} {spec.get('split', '')}".strip()
@@ -51,13 +84,19 @@ def rebuild_readme() -> None:
                         [("zero-shot", entry["zero_shot"]), (f"compiled ({spec['optimizer']})", entry["compiled"])])
             for setting, fig in variants:
                 rows.append(f"| {path.name} | {_label(entry)} | {dataset} | {setting} | {fig.get('n')} | "
-                            f"{fig.get('em')} | {fig.get('f1')} | {fig.get('recall@15', '–')} | "
+                            f"{_cell(fig, 'em')} | {_cell(fig, 'f1')} | {fig.get('recall@15', '–')} | "
                             f"{fig.get('lm_calls_per_q')} | {fig.get('seconds_per_q')} |")
     (HERE / "README.md").write_text(
         "# Benchmarks\n\nEvery figure below was measured on a 2-core CPU with the embedded model "
         "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) unless the YAML says otherwise; each YAML file holds the exact "
         "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md` and `foundation.md` are the speed "
-        "benchmarks.\n\n" + "\n".join(rows) + "\n")
+        "benchmarks.\n\nEM and F1 carry 95% bootstrap intervals over the questions (10,000 seeded resamples). "
+        "On 30 questions one question is 3.3 EM, so two rows whose intervals overlap may not differ at all: "
+        "only a paired comparison on the same questions says so. Runs recorded before the intervals existed "
+        "show none.\n\n" + "\n".join(rows) + "\n\n## Paired comparisons\n\n"
+        "A vs B on their common questions: the mean difference A - B with its 95% paired-bootstrap interval, the "
+        f"questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse only "
+        f"when the interval excludes 0, else \"{NO_DIFFERENCE}\".\n\n" + "\n".join(paired))
 
 
 def main() -> None:
@@ -65,8 +104,11 @@ def main() -> None:
     parser.add_argument("name")
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--note", default="")
+    parser.add_argument("--pair", action="append", default=[], help="A:B, two programs among the runs to pair")
     args = parser.parse_args()
     doc = {"note": args.note, "runs": [_entry(d) for d in args.runs]}
+    if args.pair:
+        doc["comparisons"] = _pairs(args.runs, args.pair)
     (HERE / f"{args.name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
     rebuild_readme()
     print(f"wrote {HERE / (args.name + '.yaml')} and the table in {HERE / 'README.md'}")

@@ -27,7 +27,7 @@ class EchoProgram(dspy.Module):
 
 def _examples():
     return [
-        dspy.Example(id="a", question="capital of France", answers=["Paris"], gold_titles=["Paris", "Nice"]).with_inputs("question"),
+        dspy.Example(id="a", question="capital of France", answers=["Paris"], gold_ids=["1", "3"]).with_inputs("question"),
         dspy.Example(id="b", question="explode please", answers=["x"]).with_inputs("question"),
         dspy.Example(id="c", question="capital of Italy", answers=["Rome"]).with_inputs("question"),
     ]
@@ -64,6 +64,46 @@ def test_resume_after_torn_write(tmp_path):
     assert program.seen == ["explode please", "capital of Italy"]
     assert [r["id"] for r in result["records"]] == ["a", "b", "c"]
     assert sorted(r["id"] for r in read_records(out)) == ["a", "b", "c"]
+
+
+def test_unreadable_lines_are_skipped_with_file_and_line(tmp_path, caplog):
+    out = tmp_path / "preds.jsonl"
+    good = json.dumps({"id": "a", "em": 1.0, "f1": 1.0, "prediction": "Zürich"}, ensure_ascii=False).encode()
+    out.write_bytes(good + b"\n" + b'{"id": "c", "prediction": "Z\xc3' + b"\n" + b'{"em": 1.0}\n' + b"[1, 2]\n")
+    records = read_records(out)
+    assert [r["id"] for r in records] == ["a"]
+    for line in (2, 3, 4):
+        assert f"preds.jsonl, line {line}: skipped" in caplog.text
+    # the run resumes on top: a and only a is kept, b and c are run, nothing is duplicated
+    lm = DummyLM({"France": {"answer": "Paris"}, "Italy": {"answer": "Rome"}})
+    program = EchoProgram()
+    evaluate(program, _examples(), lm=lm, out_path=out, progress=False)
+    assert program.seen == ["explode please", "capital of Italy"]
+    assert sorted(r["id"] for r in read_records(out)) == ["a", "b", "c"]
+
+
+def test_records_of_another_run_are_refused(tmp_path):
+    out = tmp_path / "preds.jsonl"
+    lm = DummyLM({"France": {"answer": "Paris"}, "Italy": {"answer": "Rome"}})
+    evaluate(EchoProgram(), _examples()[:1], lm=lm, out_path=out, progress=False, run_key="aaaa")
+    assert read_records(out)[0]["run"] == "aaaa"
+    with pytest.raises(ValueError, match="another run spec"):
+        evaluate(EchoProgram(), _examples(), lm=lm, out_path=out, progress=False, run_key="bbbb")
+
+
+def test_retry_failed_reruns_only_failed_questions_without_duplicates(tmp_path):
+    out = tmp_path / "preds.jsonl"
+    lm = DummyLM({"France": {"answer": "Paris"}, "Italy": {"answer": "Rome"}})
+    evaluate(EchoProgram(), _examples(), lm=lm, out_path=out, progress=False)
+    again = EchoProgram()
+    result = evaluate(again, _examples(), lm=lm, out_path=out, progress=False)
+    assert again.seen == []  # a plain resume never retries
+    retry = EchoProgram()
+    result = evaluate(retry, _examples(), lm=lm, out_path=out, progress=False, retry_failed=True)
+    assert retry.seen == ["explode please"]
+    lines = out.read_text().splitlines()
+    assert sorted(json.loads(line)["id"] for line in lines) == ["a", "b", "c"]
+    assert result["summary"]["errors"] == 1
 
 
 def test_summarize_empty():

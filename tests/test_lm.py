@@ -1,4 +1,5 @@
 import hashlib
+import os
 import threading
 import time
 
@@ -129,6 +130,27 @@ def test_install_assembles_and_verifies(settings_env, tmp_path, monkeypatch):
         local_model.install(progress=False)
     assert not (tmp_path / "cache" / "other.gguf").exists()
     assert not (tmp_path / "cache" / "other.partial").exists()
+
+
+def test_a_same_size_file_is_not_taken_for_the_model(settings_env, tmp_path, monkeypatch):
+    settings_env(cache_dir=tmp_path / "cache")
+    whole = b"GGUF" + bytes(range(60))
+    part = tmp_path / "part00.bin"
+    part.write_bytes(whole)
+    monkeypatch.setattr(local_model, "part_files", lambda: [part])
+    monkeypatch.setattr(local_model, "SIZE", len(whole))
+    monkeypatch.setattr(local_model, "SHA256", hashlib.sha256(whole).hexdigest())
+    target = local_model.assembled_path()
+    target.parent.mkdir(parents=True)
+    target.write_bytes(bytes(len(whole)))  # zero-filled, the right size, never verified
+    with pytest.raises(local_model.ModelCorruptError, match="model install --force"):
+        local_model.model_path()
+    assert local_model.install(progress=False).read_bytes() == whole  # hashed, found wrong, reassembled
+    assert local_model.model_path() == target
+    target.write_bytes(bytes(len(whole)))  # replaced after verification: the stamp no longer fits
+    os.utime(target, ns=(1, 1))  # whatever the file system's clock resolution
+    with pytest.raises(local_model.ModelCorruptError, match=str(target.name)):
+        local_model.model_path()
 
 
 @pytest.mark.integration

@@ -30,6 +30,12 @@ def test_empty_prediction_scores_zero():
     assert f1_score("", ["Paris"]) == 0.0
 
 
+@pytest.mark.parametrize("prediction", ["", "The", " . ", "a"])
+def test_an_empty_prediction_never_matches_a_gold_that_normalises_to_nothing(prediction):
+    assert exact_match(prediction, ["The", "Paris"]) == 0.0
+    assert f1_score(prediction, ["The"]) == 0.0
+
+
 def test_f1_partial_overlap_and_max_over_golds():
     # pred tokens {barack, obama}, gold {obama}: p=1/2, r=1 -> 2/3
     assert f1_score("Barack Obama", ["Obama"]) == pytest.approx(2 / 3)
@@ -39,6 +45,12 @@ def test_f1_partial_overlap_and_max_over_golds():
 
 def test_f1_counts_repeated_tokens_once_each():
     assert f1_score("new new york", ["new york"]) == pytest.approx(0.8)
+
+
+def test_recall_counts_paragraphs_not_titles():
+    # two paragraphs of one article: finding the distractor does not recall the gold one
+    assert recall_at_k(["id-distractor", "id-other"], ["id-gold"], 15) == 0.0
+    assert recall_at_k(["id-distractor", "id-gold"], ["id-gold"], 15) == 1.0
 
 
 def test_recall_at_k():

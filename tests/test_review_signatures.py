@@ -7,10 +7,10 @@ import dspy
 import pytest
 
 from tests.review_fakes import passage
+from treeqa.signatures.answer import clean_answer
 from treeqa.signatures.fusion import (
     FUSION_SIGNATURES,
     Evidence,
-    clean_answer,
     format_evidence,
     fusion_context,
 )

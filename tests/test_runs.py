@@ -45,9 +45,25 @@ def test_run_evaluation_writes_and_resumes(fixture_data, tmp_path, monkeypatch):
     assert saved["spec"]["program"] == "direct" and "dspy" in saved["versions"]
     lines = (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()
     assert len(lines) == 2
-    assert "| direct | 2 | 50.0 |" in result["table"]
+    assert "| direct | 2 | 50.0 [0.0, 100.0] |" in result["table"]
+    assert saved["data"]["split"] == "dev" and "summary" in saved and saved["summary"]["em_ci"] == [0.0, 100.0]
     run_evaluation(spec, tmp_path / "run")  # nothing left to do: no new lines
     assert len((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_folder_holds_one_spec(fixture_data, tmp_path, monkeypatch):
+    lm = DummyLM({"Rigi": {"answer": "Lake Zurich"}, "Weggis": {"answer": "no"}})
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    run_evaluation(EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2), tmp_path / "run")
+    with pytest.raises(ValueError, match="another spec") as err:
+        run_evaluation(EvalSpec(program="cot", dataset="hotpotqa", split="dev", n=2), tmp_path / "run")
+    assert "program=direct" in str(err.value) and "program=cot" in str(err.value)
+    assert json.loads((tmp_path / "run" / "spec.json").read_text())["program"] == "direct"  # left as it was
+    # threads and the cache do not decide results: the same folder resumes
+    run_evaluation(EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2, cache=False), tmp_path / "run")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        run_evaluation(EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2), tmp_path / "file")
 
 
 def test_evaluate_command_reports_bad_input(fixture_data, tmp_path):

@@ -42,7 +42,7 @@ def model_path() -> None:
 
     try:
         typer.echo(local_model.model_path())
-    except local_model.ModelMissingError as exc:
+    except (local_model.ModelMissingError, local_model.ModelCorruptError) as exc:
         _fail(str(exc))
 
 
@@ -83,16 +83,20 @@ def parse_params(pairs: list[str]) -> dict:
 
 
 def default_split(dataset: str) -> str:
-    from treeqa.data import SPLITS
+    """The split the papers report for `dataset` (NQ, TriviaQA, WebQ: test)."""
+    from treeqa.data import EVAL_SPLITS
 
-    return "dev" if "dev" in SPLITS.get(dataset, {}) else "test"
+    if dataset not in EVAL_SPLITS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(EVAL_SPLITS)}")
+    return EVAL_SPLITS[dataset]
 
 
 @app.command("evaluate")
 def evaluate_cmd(
     program: Annotated[str | None, typer.Option(help="beam, tor, cor, rta, direct, cot or genread.")] = None,
     dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
-    split: Annotated[str | None, typer.Option(help="Split (default: dev, else test).")] = None,
+    split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report: dev for the "
+                                                   "multi-hop sets, test for nq, triviaqa and webq).")] = None,
     n: Annotated[int, typer.Option("--n", "--dev", help="Number of questions (seeded sample).")] = 30,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
@@ -105,6 +109,8 @@ def evaluate_cmd(
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to evaluate.")] = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (off: every call reaches the LM, "
                                              "so reported costs are real).")] = True,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again the questions whose records "
+                                                                      "hold a failed LM call or an error.")] = False,
 ) -> None:
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
     from treeqa.compiled import load_program, read_recipe
@@ -123,11 +129,59 @@ def evaluate_cmd(
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
                         lm=lm, api_base=api_base, retriever=retriever, preset=preset, params=params,
                         threads=threads, cache=cache)
-        result = run_evaluation(spec, out, program=loaded)
+        result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed)
     except (ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
+    from treeqa.runs import data_line
+
+    typer.echo(data_line(result["data"]))
     typer.echo(result["table"])
+    typer.echo("EM and F1 with 95% bootstrap intervals over the questions.")
     typer.echo(f"written to {result['out']}")
+
+
+@app.command("compare")
+def compare_cmd(
+    programs: Annotated[str, typer.Option(help="Comma-separated programs, run one after another.")] = "direct,rta,beam,tor",
+    against: Annotated[str | None, typer.Option(help="The program every other one is paired with "
+                                                    "(default: rta when listed, else the first).")] = None,
+    dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
+    split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report).")] = None,
+    n: Annotated[int, typer.Option("--n", help="Number of questions (seeded sample).")] = 5,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
+    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    threads: Annotated[int, typer.Option(help="Parallel calls (remote LMs only).")] = 1,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
+) -> None:
+    """Programs side by side on the same questions (beam with the NQ preset), each paired with one baseline."""
+    from treeqa.runs import EvalSpec, comparison_table, data_line, markdown_table, run_evaluation
+    from treeqa.stats import compare_records
+
+    names = [p.strip() for p in programs.split(",") if p.strip()]
+    if not names:
+        _fail("name at least one program")
+    base = against or ("rta" if "rta" in names else names[0])
+    if base not in names:
+        _fail(f"--against {base!r} is not among --programs")
+    rows, records, data = {}, {}, None
+    try:
+        for name in names:
+            spec = EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
+                            lm=lm, api_base=api_base, retriever=retriever, threads=threads, cache=cache,
+                            preset="nq" if name == "beam" else None)
+            result = run_evaluation(spec)
+            rows[name], records[name], data = result["summary"], result["records"], result["data"]
+            typer.echo(f"{name}: written to {result['out']}")
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    typer.echo(data_line(data))
+    typer.echo(markdown_table(rows))
+    pairs = {f"{name} vs {base}": compare_records(records[name], records[base]) for name in names if name != base}
+    if pairs:
+        typer.echo("\nPaired on the same questions (95% paired-bootstrap interval, exact McNemar on EM):")
+        typer.echo(comparison_table(pairs))
 
 
 @app.command("ask")

@@ -4,17 +4,26 @@ The file is what `program.save("x.json")` writes (demos and instructions per pre
 DSPy's dependency versions) with one extra key, "treeqa", naming the program, its
 settings and its retriever. `load_program` rebuilds that program and loads the state, so an
 app needs one line. Only JSON is read: pickled programs are refused.
+
+A compiled file is untrusted input: of each predictor's state only the instructions, the
+field prefixes and descriptions, and demos whose keys are the signature's fields are read.
+A predictor's "lm" (which DSPy would turn into a client for any provider) and any other key
+are dropped with a warning, so a file can never choose where prompts are sent.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import dspy
 
 FORMAT = 1
+_SCALARS = (str, int, float, bool, type(None))
+
+log = logging.getLogger(__name__)
 
 
 class CompiledProgramError(ValueError):
@@ -55,6 +64,64 @@ def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return recipe, state
 
 
+def _json_value(value, depth: int = 0) -> bool:
+    if isinstance(value, _SCALARS):
+        return True
+    if depth < 4 and isinstance(value, list):
+        return all(_json_value(v, depth + 1) for v in value)
+    if depth < 4 and isinstance(value, dict):
+        return all(isinstance(k, str) and _json_value(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _trusted_demo(demo, fields: set[str], where: str) -> dict:
+    if not isinstance(demo, dict):
+        raise CompiledProgramError(f"{where}: a demo must be an object, got {type(demo).__name__}")
+    unknown = set(demo) - fields - {"augmented"}
+    if unknown:
+        raise CompiledProgramError(f"{where}: a demo has fields the signature lacks: {', '.join(sorted(unknown))}")
+    if not all(_json_value(v) for v in demo.values()):
+        raise CompiledProgramError(f"{where}: demo values must be plain JSON values")
+    return demo
+
+
+def _trusted_signature(signature, fields: set[str], where: str) -> dict:
+    if not isinstance(signature, dict) or not isinstance(signature.get("instructions"), str):
+        raise CompiledProgramError(f"{where}: 'signature' needs 'instructions' as text")
+    out_fields = []
+    for field in signature.get("fields") or []:
+        if not isinstance(field, dict) or not all(isinstance(field.get(k, ""), str) for k in ("prefix", "description")):
+            raise CompiledProgramError(f"{where}: a signature field needs text 'prefix' and 'description'")
+        out_fields.append({k: field[k] for k in ("prefix", "description") if k in field})
+    if len(out_fields) > len(fields):
+        raise CompiledProgramError(f"{where}: the signature lists more fields than the program's has")
+    return {"instructions": signature["instructions"], "fields": out_fields}
+
+
+def trusted_state(program: dspy.Module, state: dict, path: str | Path) -> dict:
+    """The parts of a compiled file's state that `program.load_state` may read (see module doc)."""
+    out = {}
+    for name, predictor in program.named_predictors():
+        if name not in state:
+            continue
+        where = f"{path}: predictor {name!r}"
+        entry = state[name]
+        if not isinstance(entry, dict):
+            raise CompiledProgramError(f"{where}: its state must be an object")
+        dropped = set(entry) - {"demos", "signature", "lm", "traces", "train"}
+        if entry.get("lm"):
+            dropped.add("lm")
+        if dropped:
+            log.warning("%s: ignored %s (a compiled file cannot set these)", where, ", ".join(sorted(dropped)))
+        fields = set(predictor.signature.fields)
+        demos = entry.get("demos") or []
+        if not isinstance(demos, list):
+            raise CompiledProgramError(f"{where}: 'demos' must be a list")
+        out[name] = {"demos": [_trusted_demo(d, fields, where) for d in demos], "traces": [], "train": [],
+                     "lm": None, "signature": _trusted_signature(entry.get("signature"), fields, where)}
+    return out
+
+
 def load_program(path: str | Path, retriever=None, expect: str | None = None) -> dspy.Module:
     """A ready-to-call compiled program.
 
@@ -83,7 +150,7 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None) ->
         retriever = get_retriever(recipe["dataset"], recipe.get("retriever", "dense"))
     program = build_program(name, retriever, preset=preset, **params)
     try:
-        program.load_state(state)
+        program.load_state(trusted_state(program, state, path))
     except (KeyError, TypeError, ValueError) as exc:
         raise CompiledProgramError(f"{path}: its state does not fit a {name!r} program with these settings "
                                    f"({type(exc).__name__}: {exc})") from exc

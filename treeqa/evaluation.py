@@ -8,6 +8,8 @@ recorded with its error and scores 0; the others go on.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +20,10 @@ from typing import Any
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from treeqa.metrics import exact_match, f1_score, recall_at_k
+from treeqa.metrics import RECALL_K, exact_match, f1_score, recall_at_k
+from treeqa.stats import run_intervals
 
-RECALL_K = 15
+log = logging.getLogger(__name__)
 
 
 class ParseCounter(BaseCallback):
@@ -42,11 +45,11 @@ class ParseCounter(BaseCallback):
             self.failures[name] = self.failures.get(name, 0) + 1
 
 
-def _retrieved_titles(prediction: Any) -> list[str] | None:
+def _retrieved_ids(prediction: Any) -> list[str] | None:
     retrieved = getattr(prediction, "retrieved", None) if prediction is not None else None
     if retrieved is None:
         return None
-    return [p.title for p in retrieved]
+    return [p.id for p in retrieved]
 
 
 def _usage(tracker) -> dict[str, int]:
@@ -89,10 +92,10 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     record["prediction"] = answer
     record["em"] = exact_match(answer, example.answers)
     record["f1"] = round(f1_score(answer, example.answers), 4)
-    titles = _retrieved_titles(prediction)
-    gold = example.get("gold_titles")
-    if titles is not None and gold:
-        record[f"recall@{RECALL_K}"] = round(recall_at_k(titles, gold, RECALL_K), 4)
+    ids = _retrieved_ids(prediction)
+    gold = example.get("gold_ids")
+    if ids is not None and gold:
+        record[f"recall@{RECALL_K}"] = round(recall_at_k(ids, gold, RECALL_K), 4)
     failures = list(getattr(prediction, "failures", None) or []) if prediction is not None else []
     record["parse_attempts"] = parses.attempts
     record["parse_failures"] = parses.failures
@@ -107,17 +110,42 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
 
 
 def read_records(path: Path) -> list[dict]:
-    """Records of an earlier run; a torn last line (killed mid-write) is ignored."""
+    """Records of an earlier run, one per question id (a later line for an id replaces an
+    earlier one). A line that cannot be a record (torn by a kill mid-write, not UTF-8, not a
+    JSON object with an `id`) is skipped with a warning naming the file and line."""
     if not path.is_file():
         return []
-    records = []
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
+    records: dict[str, dict] = {}
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
                 continue
-    return records
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                log.warning("%s, line %d: skipped, not a readable record (%s)", path, lineno, exc)
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+                log.warning("%s, line %d: skipped, a record needs a string id", path, lineno)
+                continue
+            records[record["id"]] = record
+    return list(records.values())
+
+
+def rewrite_records(path: Path, records: list[dict]) -> None:
+    """Replace the file with `records`, atomically (a kill leaves the old file or the new one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def failed(record: dict) -> bool:
+    """A question to run again with `--retry-failed`: it raised, or some LM call failed."""
+    return bool(record.get("error")) or record.get("failed_calls", 0) > 0
 
 
 def _open_for_append(path: Path):
@@ -140,6 +168,7 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
         "n": len(records),
         "em": round(100 * mean(r["em"] for r in records), 2),
         "f1": round(100 * mean(r["f1"] for r in records), 2),
+        **run_intervals(records),
     }
     recalls = [r[f"recall@{RECALL_K}"] for r in records if f"recall@{RECALL_K}" in r]
     if recalls:
@@ -160,8 +189,14 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
 
 def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | None = None,
              out_path: Path | None = None, threads: int = 1, progress: bool = True,
-             keep_tree: bool = True, desc: str = "evaluating", adapter: dspy.Adapter | None = None) -> dict[str, Any]:
+             keep_tree: bool = True, desc: str = "evaluating", adapter: dspy.Adapter | None = None,
+             run_key: str | None = None, retry_failed: bool = False) -> dict[str, Any]:
     """Evaluate `program` on `examples`, resuming from `out_path` when it holds earlier records.
+
+    Args:
+        run_key: the spec's hash; every record carries it, and records of another key in
+            `out_path` are refused rather than reported as this run's.
+        retry_failed: run again the questions whose records hold a failure (see `failed`).
 
     Returns the summary figures (see `summarize`) and the records, in example order.
     """
@@ -172,12 +207,21 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
         out_path = Path(out_path)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         done = {r["id"]: r for r in read_records(out_path)}
+        foreign = {r.get("run") for r in done.values() if r.get("run", run_key) != run_key}
+        if run_key is not None and foreign:
+            raise ValueError(f"{out_path} holds records of another run spec ({', '.join(map(str, foreign))}; "
+                             f"this one is {run_key}): use another output folder")
+        if retry_failed and any(failed(r) for r in done.values()):
+            done = {i: r for i, r in done.items() if not failed(r)}
+            rewrite_records(out_path, list(done.values()))
     todo = [ex for ex in examples if ex.id not in done]
     bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc=desc, disable=not progress,
                unit="q", dynamic_ncols=True)
     sink = _open_for_append(out_path) if out_path is not None else None
     try:
         def finish(record: dict) -> None:
+            if run_key is not None:
+                record["run"] = run_key
             done[record["id"]] = record
             if sink is not None:
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")

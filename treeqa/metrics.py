@@ -29,16 +29,23 @@ def _as_list(golds: str | Sequence[str]) -> list[str]:
 
 
 def exact_match(prediction: str, golds: str | Sequence[str]) -> float:
-    """1.0 when the normalised prediction equals any normalised gold answer, else 0.0."""
+    """1.0 when the normalised prediction equals any normalised gold answer, else 0.0.
+
+    An empty prediction (a failed question, or an answer like "The") scores 0 even against
+    a gold answer that normalises to nothing: such a gold answer is a data error, and the
+    loaders drop it.
+    """
     pred = normalize_answer(prediction)
+    if not pred:
+        return 0.0
     return float(any(pred == normalize_answer(g) for g in _as_list(golds)))
 
 
 def _f1(prediction: str, gold: str) -> float:
     pred_tokens = normalize_answer(prediction).split()
     gold_tokens = normalize_answer(gold).split()
-    if not pred_tokens or not gold_tokens:
-        return float(pred_tokens == gold_tokens)
+    if not pred_tokens or not gold_tokens:  # nothing to overlap; an empty answer never scores
+        return 0.0
     common = Counter(pred_tokens) & Counter(gold_tokens)
     overlap = sum(common.values())
     if overlap == 0:
@@ -54,11 +61,18 @@ def f1_score(prediction: str, golds: str | Sequence[str]) -> float:
     return max((_f1(prediction, g) for g in golds), default=0.0)
 
 
-def recall_at_k(retrieved_titles: Sequence[str], gold_titles: Sequence[str], k: int) -> float:
-    """Share of distinct gold titles found among the first k retrieved titles."""
+RECALL_K = 15  # the ToR paper's recall@15 (after Trivedi et al., 2023)
+
+
+def recall_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
+    """Share of distinct gold paragraphs among the first k retrieved ones.
+
+    Pass paragraph ids (`Passage.id`, `example.gold_ids`): several paragraphs can share a
+    title, so titles would credit a distractor from the right article.
+    """
     if k <= 0:
         raise ValueError(f"k must be positive, got {k}")
-    gold = set(gold_titles)
-    if not gold:
-        raise ValueError("recall@k needs at least one gold title")
-    return len(gold & set(retrieved_titles[:k])) / len(gold)
+    wanted = set(gold)
+    if not wanted:
+        raise ValueError("recall@k needs at least one gold paragraph")
+    return len(wanted & set(retrieved[:k])) / len(wanted)

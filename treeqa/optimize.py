@@ -19,7 +19,8 @@ import dspy
 from pydantic import BaseModel, Field
 
 from treeqa.metrics import exact_match
-from treeqa.runs import RUNS_DIR, EvalSpec, markdown_table, run_evaluation, versions
+from treeqa.runs import RUNS_DIR, EvalSpec, comparison_table, data_line, markdown_table, run_evaluation, versions
+from treeqa.stats import compare_records
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa")
 
@@ -49,14 +50,14 @@ def em_feedback_metric(gold: dspy.Example, pred: Any, trace: Any = None, pred_na
 # --- splits -------------------------------------------------------------------------------
 
 def splits_for(dataset: str) -> tuple[str, str]:
-    """(train split, evaluation split): train where it exists, else dev; evaluate on dev, else test."""
-    from treeqa.data import SPLITS
+    """(train split, evaluation split): evaluate on the split the papers report
+    (`EVAL_SPLITS`), compile on train, else on the remaining split (NQ/TriviaQA: dev)."""
+    from treeqa.data import EVAL_SPLITS, SPLITS
 
     if dataset not in SPLITS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
-    available = SPLITS[dataset]
-    train = "train" if "train" in available else "dev"
-    evaluate_on = "dev" if "dev" in available and train != "dev" else "test"
+    evaluate_on = EVAL_SPLITS[dataset]
+    train = "train" if "train" in SPLITS[dataset] else next(s for s in SPLITS[dataset] if s != evaluate_on)
     return train, evaluate_on
 
 
@@ -229,8 +230,18 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
          f"{len(trainset)} train), compiled ≤ {calls['compiled_max']:,}")
     if plan_only:
         return {"plan": calls, "out": out_dir}
+    spec_file = out_dir / "spec.json"
+    if spec_file.is_file():
+        decisive = {"threads", "api_base", "cache"}
+        try:
+            earlier = OptimizeSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{spec_file} is not an optimize spec: use another --out") from exc
+        if earlier.model_dump(exclude=decisive) != spec.model_dump(exclude=decisive):
+            raise ValueError(f"{out_dir} holds an optimize run of another spec ({earlier.optimizer} on "
+                             f"{earlier.program}, train {earlier.train}, dev {earlier.dev}): use another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "spec.json").write_text(spec.model_dump_json(indent=2))
+    spec_file.write_text(spec.model_dump_json(indent=2))
     eval_spec = spec.eval_spec()
 
     echo(f"[1/3] zero-shot {spec.program} on {spec.dev} {spec.dataset} {dev_split} questions")
@@ -266,17 +277,23 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
 
     rows = {f"{spec.program} zero-shot": zero["summary"], f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
     table = markdown_table(rows)
-    report = {"spec": spec.model_dump(), "splits": {"train": train_split, "dev": dev_split},
-              "zero_shot": zero["summary"], "compiled": comp["summary"], "compile": compile_info, "plan": calls,
+    paired = compare_records(comp["records"], zero["records"])
+    paired_table = comparison_table({"compiled vs zero-shot": paired})
+    report = {"spec": spec.model_dump(), "splits": {"train": train_split, "dev": dev_split}, "data": zero["data"],
+              "zero_shot": zero["summary"], "compiled": comp["summary"], "compiled_vs_zero_shot": paired,
+              "compile": compile_info, "plan": calls,
               "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     (out_dir / "report.md").write_text(
         f"# {spec.program} on {spec.dataset}: zero-shot vs compiled ({spec.optimizer})\n\n"
-        f"Command: `{report['command']}`\n\n{table}\n\n"
+        f"Command: `{report['command']}`\n\n{data_line(zero['data'])}\n\n{table}\n\n"
+        f"Paired on the same questions (95% paired-bootstrap interval; exact McNemar test on EM); "
+        f"'better' or 'worse' only when the interval excludes 0:\n\n{paired_table}\n\n"
         f"Compiled on {len(trainset)} {train_split} questions in {compile_info.get('seconds', '?')} s "
         f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}; "
         f"instructions rewritten: {compile_info.get('instructions_changed', [])}.\n"
         f"Versions: {report['versions']}\n")
     echo(table)
+    echo(paired_table)
     echo(f"written to {out_dir}")
     return {"report": report, "out": out_dir, "table": table}

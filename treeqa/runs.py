@@ -51,14 +51,42 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _with_ci(summary: dict[str, Any], key: str) -> str:
+    value = summary.get(key, "–")
+    ci = summary.get(f"{key}_ci")
+    return f"{value} [{ci[0]}, {ci[1]}]" if ci else str(value)
+
+
 def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
-    """Rows of summary figures (label -> summary) as a Markdown table."""
+    """Rows of summary figures (label -> summary) as a Markdown table; EM and F1 carry their
+    95% bootstrap intervals."""
     columns = ["n", "em", "f1", "recall@15", "lm_calls_per_q", "prompt_tokens_per_q",
                "completion_tokens_per_q", "seconds_per_q", "failed_calls", "errors"]
-    lines = ["| program | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    headers = {"em": "em [95% CI]", "f1": "f1 [95% CI]"}
+    lines = ["| program | " + " | ".join(headers.get(c, c) for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for label, summary in rows.items():
-        lines.append(f"| {label} | " + " | ".join(str(summary.get(c, "–")) for c in columns) + " |")
+        cells = [_with_ci(summary, c) if c in headers else str(summary.get(c, "–")) for c in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def comparison_table(comparisons: dict[str, dict[str, Any]]) -> str:
+    """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table."""
+    lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] | F1 verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for label, c in comparisons.items():
+        em, f1 = c["em"], c.get("f1")
+        f1_cells = (f"{f1['diff']:+.2f} [{f1['ci'][0]:+.2f}, {f1['ci'][1]:+.2f}] | {f1['verdict']}" if f1 else "– | –")
+        lines.append(f"| {label} | {c['n']} | {em['diff']:+.2f} [{em['ci'][0]:+.2f}, {em['ci'][1]:+.2f}] | "
+                     f"{em['wins']} / {em['losses']} / {em['ties']} | {em['p_mcnemar']:.3g} | {em['verdict']} | "
+                     f"{f1_cells} |")
+    return "\n".join(lines)
+
+
+def data_line(data: dict[str, str]) -> str:
+    """The questions and corpus of a run, in one line for reports."""
+    corpus = f"; corpus: {data['corpus']} ({data['retriever']})" if "corpus" in data else ""
+    return f"questions: {data['questions']} [{data['split']}]{corpus}"
 
 
 def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
@@ -74,35 +102,69 @@ def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
     return (threads, 1) if program in ("beam", "tor") else (1, threads)
 
 
-def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None) -> dict[str, Any]:
-    """Evaluate `spec` (or a given, e.g. compiled, `program`), resuming from the folder's predictions."""
+def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
+    """Make `out_dir` this spec's folder; a folder written by another spec is refused, naming both."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file, not a folder")
+    spec_file = out_dir / "spec.json"
+    if spec_file.is_file():
+        try:
+            earlier = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ValueError(f"{spec_file} is not an evaluation spec ({str(exc).splitlines()[0]}): "
+                             "use another output folder") from exc
+        if earlier.key() != spec.key():
+            raise ValueError(f"{out_dir} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
+                             f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec_file.write_text(spec.model_dump_json(indent=2))
+
+
+def describe_spec(spec: EvalSpec) -> str:
+    decisive = spec.model_dump(exclude={"threads", "api_base", "cache"})
+    return f"{spec.key()} " + " ".join(f"{k}={v}" for k, v in decisive.items() if v not in (None, {}))
+
+
+def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
+                   retry_failed: bool = False) -> dict[str, Any]:
+    """Evaluate `spec` (or a given, e.g. compiled, `program`), resuming from the folder's predictions.
+
+    A folder holds one spec: resuming it with another is refused. `retry_failed` runs again
+    the questions whose records hold a failed LM call or an error.
+    """
     import dspy
 
-    from treeqa.data import load_examples
+    from treeqa.data import SPLITS, corpus_description, load_examples
     from treeqa.evaluation import evaluate
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
 
     out_dir = Path(out) if out else spec.default_out()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    claim_folder(out_dir, spec)
     examples = load_examples(spec.dataset, spec.split, n=spec.n, seed=spec.seed)
     lm = get_lm(spec.lm, api_base=spec.api_base, cache=spec.cache)
     inner, outer = split_threads(spec.program, spec.threads, lm)
+    retriever_used = uses_retriever(spec.program, spec.params, spec.preset)
     if program is None:
-        retriever = (get_retriever(spec.dataset, spec.retriever)
-                     if uses_retriever(spec.program, spec.params, spec.preset) else None)
+        retriever = get_retriever(spec.dataset, spec.retriever) if retriever_used else None
         params = {**spec.params, **({"threads": inner} if inner > 1 else {})}
         program = build_program(spec.program, retriever, preset=spec.preset, **params)
     elif inner > 1 and hasattr(program, "threads"):
         program.threads = inner
-    (out_dir / "spec.json").write_text(spec.model_dump_json(indent=2))
     adapter = adapter_for(lm)
     with dspy.context(lm=lm, adapter=adapter):
         result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=outer,
-                          desc=f"{spec.program} on {spec.dataset}", adapter=adapter)
+                          desc=f"{spec.program} on {spec.dataset}", adapter=adapter, run_key=spec.key(),
+                          retry_failed=retry_failed)
     label = spec.program + (f" ({spec.preset})" if spec.preset else "")
-    summary = {"summary": result["summary"], "spec": spec.model_dump(),
+    data = {"split": spec.split, "questions": f"{len(examples)} seeded (seed {spec.seed}) from "
+                                              f"{SPLITS[spec.dataset][spec.split].path}"}
+    if retriever_used:
+        data["corpus"] = corpus_description(spec.dataset)
+        data["retriever"] = spec.retriever
+    summary = {"summary": result["summary"], "spec": spec.model_dump(), "data": data,
                "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return {"summary": result["summary"], "out": out_dir, "table": markdown_table({label: result["summary"]})}
+    return {"summary": result["summary"], "out": out_dir, "records": result["records"], "data": data,
+            "table": markdown_table({label: result["summary"]})}

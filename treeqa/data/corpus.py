@@ -9,39 +9,19 @@ webq) search the Wikipedia lead sections plus the NQ gold passages.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from treeqa.data.loaders import SPLITS, DataError, _read_records, data_dir
+from treeqa.data.passage import Passage, passage_id
+from treeqa.data.passage import clean_whitespace as _clean
+
+__all__ = ["Passage", "corpus_description", "load_corpus", "passage_id"]
 
 WIKIPEDIA_LEADS = "wikipedia/vital_articles_en.json"
 NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
 OPEN_DOMAIN = ("nq", "triviaqa", "webq")
-
-
-@dataclass(frozen=True)
-class Passage:
-    """A paragraph of the corpus; `score` is filled in by a retriever."""
-
-    id: str
-    title: str
-    text: str
-    score: float = 0.0
-
-    def __str__(self) -> str:
-        return f"{self.title}: {self.text}"
-
-
-def passage_id(title: str, text: str) -> str:
-    """Stable across runs and independent of pooling order: a hash of title and text."""
-    return hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:16]
-
-
-def _clean(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _paragraphs_of(layout: str, record: dict) -> Iterator[tuple[str, str]]:
@@ -102,6 +82,15 @@ def dedupe(pairs: Iterable[tuple[str, str]]) -> list[Passage]:
         if pid not in seen:
             seen[pid] = Passage(pid, title, text)
     return list(seen.values())
+
+
+def corpus_description(dataset: str, with_wikipedia: bool = False) -> str:
+    """What `load_corpus(dataset, with_wikipedia)` searches, in words, for run summaries."""
+    if dataset in OPEN_DOMAIN:
+        return f"Wikipedia leads ({WIKIPEDIA_LEADS}) + NQ-open test gold passages ({NQ_GOLD_PASSAGES})"
+    files = ", ".join(spec.path for _, spec in sorted(SPLITS[dataset].items()))
+    extra = f" + Wikipedia leads ({WIKIPEDIA_LEADS})" if with_wikipedia else ""
+    return f"every paragraph of {files}, deduplicated{extra}"
 
 
 def load_corpus(dataset: str, with_wikipedia: bool = False) -> list[Passage]:

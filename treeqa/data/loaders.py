@@ -1,7 +1,11 @@
 """Benchmark questions as `dspy.Example`s, read from the official file layouts.
 
 Every example has `id`, `question`, `answers` (all gold strings) and, for the multi-hop
-sets, `gold_titles` (titles of the supporting paragraphs); `question` is the only input.
+sets, `gold_ids` (corpus ids of the supporting paragraphs, what recall@k counts) and
+`gold_titles` (their titles); `question` is the only input. A gold answer that normalises
+to nothing (e.g. "The") could only ever match an empty prediction, so it is dropped with a
+warning, and a record left without any gold answer is skipped with a warning naming file
+and record.
 Files are read from the data dir (`TREEQA_DATA_DIR`, else `../shared/data`); with
 `TREEQA_ALLOW_HUB=1` a dataset that is not local comes from the Hugging Face hub.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import logging
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,7 +24,11 @@ from typing import Any
 
 import dspy
 
+from treeqa.data.passage import clean_whitespace, passage_id
+from treeqa.metrics import normalize_answer
 from treeqa.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 class DataError(ValueError):
@@ -61,11 +70,20 @@ SPLITS: dict[str, dict[str, SplitFile]] = {
 
 DATASETS = tuple(SPLITS)
 
+# The split each dataset is evaluated on by default: the one the papers report. For the
+# open-domain sets that is "test" (NQ: the 3,610 NQ-open questions, whose gold passages are
+# in the corpus; NQ's DPR dev questions have none of theirs there).
+EVAL_SPLITS: dict[str, str] = {"hotpotqa": "dev", "2wikimultihopqa": "dev", "musique": "dev",
+                               "nq": "test", "triviaqa": "test", "webq": "test"}
 
-def _example(id: str, question: str, answers: list[str], gold_titles: list[str] | None = None) -> dspy.Example:
+
+def _example(id: str, question: str, answers: list[str], gold: list[tuple[str, str]] | None = None) -> dspy.Example:
+    """`gold`: the supporting paragraphs as (title, text) pairs, for recall@k."""
     fields: dict[str, Any] = {"id": id, "question": question, "answers": answers}
-    if gold_titles is not None:
-        fields["gold_titles"] = gold_titles
+    if gold is not None:
+        fields["gold_titles"] = _unique(title for title, _ in gold)
+        fields["gold_ids"] = _unique(passage_id(title, clean_whitespace(text)) for title, text in gold
+                                     if clean_whitespace(text))
     return dspy.Example(**fields).with_inputs("question")
 
 
@@ -76,15 +94,19 @@ def _unique(items) -> list[str]:
 # --- one parser per official layout: (record, where) -> Example -------------------------
 
 def _parse_hotpot(rec: dict, where: str) -> dspy.Example:
-    """HotpotQA and 2WikiMultihopQA: `_id, question, answer, supporting_facts [[title, sent]]`."""
+    """HotpotQA and 2WikiMultihopQA: `_id, question, answer, supporting_facts [[title, sent]],
+    context [[title, [sentences]]]`; the gold paragraphs are the context paragraphs that
+    hold a supporting fact."""
     titles = _unique(fact[0] for fact in rec.get("supporting_facts") or [])
-    return _example(str(rec["_id"]), rec["question"], [rec["answer"]], titles)
+    context = {title: " ".join(sentences) for title, sentences in rec.get("context") or []}
+    gold = [(title, context.get(title, "")) for title in titles]  # a title missing from the context: no id
+    return _example(str(rec["_id"]), rec["question"], [rec["answer"]], gold)
 
 
 def _parse_musique(rec: dict, where: str) -> dspy.Example:
     answers = _unique([rec["answer"], *(rec.get("answer_aliases") or [])])
-    titles = _unique(p["title"] for p in rec["paragraphs"] if p.get("is_supporting"))
-    return _example(str(rec["id"]), rec["question"], answers, titles)
+    gold = [(p["title"], p["paragraph_text"]) for p in rec["paragraphs"] if p.get("is_supporting")]
+    return _example(str(rec["id"]), rec["question"], answers, gold)
 
 
 def _parse_qa_jsonl(rec: dict, where: str) -> dspy.Example:
@@ -166,19 +188,39 @@ def read_split_file(path: Path, layout: str, id_prefix: str) -> list[dspy.Exampl
         except (KeyError, TypeError, ValueError, SyntaxError, IndexError, AttributeError) as exc:
             detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
             raise DataError(f"{path}, {where}: malformed {layout} record ({detail})") from exc
-        if not str(ex.question).strip():
+        if not isinstance(ex.question, str) or not ex.question.strip():
             raise DataError(f"{path}, {where}: empty question")
-        if not ex.answers:
-            raise DataError(f"{path}, {where}: no gold answer")
+        answers = _usable_answers(ex.answers, path, where)
+        if not answers:
+            log.warning("%s, %s: skipped, no gold answer that survives normalisation (%r)", path, where,
+                        ex.answers)
+            continue
+        ex.answers = answers
         examples.append(ex)
     return examples
+
+
+def _usable_answers(answers: list, path: Path, where: str) -> list[str]:
+    """Gold answers as strings (numbers written out); those that normalise to nothing dropped."""
+    usable = []
+    for answer in answers:
+        if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+            answer = str(answer)
+        if not isinstance(answer, str):
+            raise DataError(f"{path}, {where}: a gold answer must be a string, got {type(answer).__name__}")
+        if normalize_answer(answer):
+            usable.append(answer)
+        else:
+            log.warning("%s, %s: gold answer %r normalises to nothing and is dropped", path, where, answer)
+    return usable
 
 
 # --- hub fallback: the official datasets, converted to the same examples ----------------
 
 def _hub_hotpot(row: dict, i: int) -> dspy.Example:
-    titles = _unique(row["supporting_facts"]["title"])
-    return _example(row["id"], row["question"], [row["answer"]], titles)
+    context = {title: " ".join(s) for title, s in zip(row["context"]["title"], row["context"]["sentences"], strict=True)}
+    gold = [(title, context.get(title, "")) for title in _unique(row["supporting_facts"]["title"])]
+    return _example(row["id"], row["question"], [row["answer"]], gold)
 
 
 def _hub_nq(row: dict, i: int) -> dspy.Example:

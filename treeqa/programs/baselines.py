@@ -13,13 +13,13 @@ from treeqa.programs.calls import safe_call
 from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
-from treeqa.signatures.answer import Answer, AnswerFromPassages
+from treeqa.signatures.answer import Answer, AnswerFromPassages, clean_answer
 from treeqa.signatures.evidence import GenerateBackground
 from treeqa.signatures.formatting import format_history, format_passages
 
 
 def _answer_of(pred: dspy.Prediction | None) -> str:
-    return pred.answer.strip() if pred is not None else ""
+    return clean_answer(pred.answer) if pred is not None else ""
 
 
 class DirectAnswer(dspy.Module):

@@ -17,13 +17,13 @@ from typing import Any
 import dspy
 
 from treeqa.data.corpus import Passage
-from treeqa.programs.calls import safe_call
+from treeqa.programs.calls import record_failure, safe_call
 from treeqa.programs.parallel import check_threads, map_calls
 from treeqa.programs.support import (PassageLog, SharedRef, check_question, check_retriever, question_key,
                                      same_question)
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
-from treeqa.signatures.answer import Answer
+from treeqa.signatures.answer import Answer, clean_answer
 from treeqa.signatures.ask import Ask
 from treeqa.signatures.evidence import GenerateBackground, SummarizeEvidence
 from treeqa.signatures.formatting import format_history, format_passages
@@ -244,16 +244,22 @@ class BeamSearchQA(dspy.Module):
         return new[: self.max_queries]
 
     def _add_evidence(self, state: SearchState, question: str, sub_question: str) -> bool:
-        """Append the evidence for `sub_question` to the state ("" and False when its LM call
-        failed). Passages are retrieved for the sub-question and summarised for the question."""
+        """Append the evidence for `sub_question` to the state; False, with the failure recorded
+        and an empty evidence appended, when the search or the LM call failed. Passages are retrieved for
+        the sub-question and summarised for the question."""
         text: str | None = ""
         if self.evidence == "genread":
             pred = safe_call(self.background, state.failures, f"state{state.id}.background", question=sub_question)
             text = pred.document.strip() if pred is not None else None
         elif self.evidence == "retrieval":
-            passages = self.retriever.search(sub_question, self.passages)
-            state.passages = list(passages)
-            text = NO_PASSAGES
+            try:
+                passages = list(self.retriever.search(sub_question, self.passages))
+            except Exception as exc:  # noqa: BLE001 - a failed search fails this state, not the question
+                record_failure(state.failures, f"state{state.id}.retrieve", exc)
+                passages, text = [], None
+            else:
+                text = NO_PASSAGES
+            state.passages = passages
             if passages:
                 pred = safe_call(self.summarize, state.failures, f"state{state.id}.summarize", question=question,
                                  passages=format_passages(passages, self.passage_chars))
@@ -268,7 +274,7 @@ class BeamSearchQA(dspy.Module):
         if pred is None:
             state.status = "failed"
             return
-        state.answer = pred.answer.strip()
+        state.answer = clean_answer(pred.answer)
         pred = safe_call(self.scorer, state.failures, f"state{state.id}.score", question=question,
                          history=history, answer=state.answer)
         state.confidence = float(pred.confidence) if pred is not None else 0.0

@@ -17,23 +17,24 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dspy
 import numpy as np
 
 from treeqa.data.corpus import Passage
+from treeqa.metrics import RECALL_K
 from treeqa.programs.calls import record_failure, safe_call
 from treeqa.programs.parallel import check_threads, map_calls
 from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
+from treeqa.signatures.answer import clean_answer
 from treeqa.signatures.fusion import (
     FUSION_INPUT,
     FUSION_SIGNATURES,
     FUSIONS,
     Evidence,
-    clean_answer,
     fusion_context,
 )
 from treeqa.signatures.review import (
@@ -44,10 +45,10 @@ from treeqa.signatures.review import (
     clean_text,
     enforce_review_rules,
     review_paragraphs,
+    select_for_review,
 )
 
 EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
-RECALL_K = 15
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 
@@ -194,21 +195,23 @@ class _ReviewProgram(dspy.Module):
         return hits
 
     def _review_call(self, question: str, passages: Sequence[Passage], failures: list[dict],
-                     where: str) -> ReviewOutcome | None:
+                     where: str, can_search: bool) -> ReviewOutcome | None:
         """The review LM call alone (safe to run in a worker thread): None when it fails."""
-        paragraphs = review_paragraphs(passages, self.max_paragraph_chars, self.max_review_chars)
+        shown, paragraphs = select_for_review(passages, self.max_paragraph_chars, self.max_review_chars)
         pred = safe_call(self.review, failures, where, question=question, paragraphs=paragraphs)
         if pred is None:
             return None
-        return enforce_review_rules(pred, fallback_query=f"{question} {passages[-1].title}")
+        outcome = enforce_review_rules(pred, fallback_query=f"{question} {passages[-1].title}",
+                                       can_search=can_search)
+        return replace(outcome, seen_ids=tuple(p.id for p in shown))
 
-    def _review(self, run: _Run, passages: Sequence[Passage], where: str,
+    def _review(self, run: _Run, passages: Sequence[Passage], where: str, can_search: bool,
                 ready: tuple[list[dict], ReviewOutcome | None] | None = None) -> ReviewOutcome | None:
         """One review of `passages` together (or its result from a concurrent batch); None,
         counted and recorded, when the call failed."""
         run.stats["reviews"] += 1
         if ready is None:
-            outcome = self._review_call(run.question, passages, run.failures, where)
+            outcome = self._review_call(run.question, passages, run.failures, where, can_search)
         else:
             failures, outcome = ready
             run.failures.extend({**f, "where": where} for f in failures)
@@ -323,6 +326,10 @@ class TreeOfReviews(_ReviewProgram):
         answer, source = self._answer(run, fallback)
         return self._prediction(run, answer, source)
 
+    def _can_expand(self, depth: int) -> bool:
+        """Whether a node at `depth` could still be expanded by a search."""
+        return depth < self.depth
+
     def _expand(self, run: _Run, parent: int, path: list[Passage], query: str, depth: int) -> list[Passage]:
         """Retrieve the children of a node and visit them depth-first; returns the children."""
         width = self.widths[depth - 1]
@@ -330,20 +337,21 @@ class TreeOfReviews(_ReviewProgram):
         hits = self._retrieve(run, query, width + len(path), where=f"retrieve@node{parent}")
         children = [p for p in hits if p.id not in on_path][:width]
         run.retrieved.extend(children)
-        ready = self._review_siblings(run, children, path) if self.threads > 1 else {}
+        ready = self._review_siblings(run, children, path, depth) if self.threads > 1 else {}
         for passage in children:
             if run.done:
                 break
             self._visit(run, passage, parent, path, query, depth, ready.get(passage.id))
         return children
 
-    def _review_siblings(self, run: _Run, children: list[Passage], path: list[Passage]) -> dict:
+    def _review_siblings(self, run: _Run, children: list[Passage], path: list[Passage], depth: int) -> dict:
         """Review the children not already in the pool concurrently: id -> (failures, outcome)."""
         todo = [p for p in children if not (self.repetitive_pruning and p.id in run.pool_ids)]
 
         def review_one(passage: Passage):
             failures: list[dict] = []
-            return failures, self._review_call(run.question, path + [passage], failures, "review")
+            return failures, self._review_call(run.question, path + [passage], failures, "review",
+                                               self._can_expand(depth))
 
         return {p.id: result for p, result in zip(todo, map_calls(review_one, todo, self.threads))}
 
@@ -356,13 +364,14 @@ class TreeOfReviews(_ReviewProgram):
             return
         mark = len(run.failures)
         here = path + [passage]
-        outcome = self._review(run, here, where=f"review@node{node['node']}", ready=ready)
+        outcome = self._review(run, here, where=f"review@node{node['node']}", can_search=self._can_expand(depth),
+                               ready=ready)
         if outcome is None:
             node.update(action="reject", failures=run.failures[mark:])
             return
         node.update(action=outcome.action, relevant=outcome.relevant, sufficient=outcome.sufficient,
                     corrected=outcome.corrected, analysis=outcome.analysis, reasoning=outcome.reasoning)
-        if outcome.relevant:  # the judgment is about the path; the node adds only its own paragraph
+        if outcome.relevant:  # the review judged the path; the node adds its own paragraph, always shown
             run.relevant_ids.setdefault(passage.id)
         if outcome.action == "accept":
             run.add_evidence(here, outcome.analysis, node["node"])
@@ -418,14 +427,14 @@ class ChainOfReviews(_ReviewProgram):
                 node["action"] = "reject"
                 break
             mark = len(run.failures)
-            outcome = self._review(run, path, where=f"review@turn{turn}")
+            outcome = self._review(run, path, where=f"review@turn{turn}", can_search=turn < self.max_turns)
             if outcome is None:
                 node.update(action="reject", failures=run.failures[mark:])
                 break
             node.update(action=outcome.action, relevant=outcome.relevant, sufficient=outcome.sufficient,
                         corrected=outcome.corrected, analysis=outcome.analysis, reasoning=outcome.reasoning)
-            for p in path if outcome.relevant else ():
-                run.relevant_ids.setdefault(p.id)
+            for pid in outcome.seen_ids if outcome.relevant else ():  # only what the review was shown
+                run.relevant_ids.setdefault(pid)
             if outcome.action == "accept":
                 run.add_evidence(path, outcome.analysis, node["node"])
             elif outcome.action == "search" and turn < self.max_turns:

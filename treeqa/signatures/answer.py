@@ -1,7 +1,12 @@
-"""Answer the original question, from a search history or from passages, with one short entity."""
+"""Answer the original question, from a search history or from passages, with one short entity.
+
+`clean_answer` is the one answer policy: every program passes its final answer through it,
+so differences in EM come from the methods, not from their post-processing.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 import dspy
@@ -33,3 +38,15 @@ class AnswerFromPassages(dspy.Signature):
     question: str = dspy.InputField()
     passages: list[str] = dspy.InputField(desc="documents that may contain the answer")
     answer: str = dspy.OutputField(desc="one short entity, a few words at most")
+
+
+_ANSWER_PREFIX = re.compile(r"^(?:so,?\s+)?(?:the\s+)?(?:final\s+)?answer(?:\s+is\b|\s*:)\s*", re.IGNORECASE)
+
+
+def clean_answer(text: str | None) -> str:
+    """The bare answer: first line, without an 'The answer is' lead-in or a closing full stop."""
+    lines = [line for line in str(text or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    answer = _ANSWER_PREFIX.sub("", lines[0].strip()).strip()
+    return answer[:-1].strip() if answer.endswith(".") and not answer.endswith("..") else answer

@@ -9,7 +9,6 @@ dropping the pieces that come last rather than overflowing the model's window.
 
 from __future__ import annotations
 
-import re
 from typing import ClassVar
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -124,15 +123,3 @@ def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
     else:
         items = [format_evidence(e, max_paragraph_chars) for e in pool]
     return _fit(items, budget_chars)
-
-
-_ANSWER_PREFIX = re.compile(r"^(?:so,?\s+)?(?:the\s+)?(?:final\s+)?answer(?:\s+is\b|\s*:)\s*", re.IGNORECASE)
-
-
-def clean_answer(text: str | None) -> str:
-    """The bare answer: first line, without an 'The answer is' lead-in or a closing full stop."""
-    lines = [line for line in str(text or "").strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    answer = _ANSWER_PREFIX.sub("", lines[0].strip()).strip()
-    return answer[:-1].strip() if answer.endswith(".") and not answer.endswith("..") else answer

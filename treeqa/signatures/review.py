@@ -97,7 +97,8 @@ class ReviewOutcome:
     """A review after the rules: `action` always agrees with the two judgments.
 
     `corrected` says the model's own action was overridden (a measure of how well the
-    model follows the rules); `query_fallback` says the search query was made in code.
+    model follows the rules); `query_fallback` says the search query was made in code;
+    `seen_ids` are the paragraphs the review was shown (the only ones its judgment covers).
     """
 
     relevant: bool
@@ -108,6 +109,7 @@ class ReviewOutcome:
     reasoning: str = ""
     corrected: bool = False
     query_fallback: bool = False
+    seen_ids: tuple[str, ...] = ()
 
 
 def clean_text(value) -> str:
@@ -122,13 +124,15 @@ def _flag(value) -> bool:
     return bool(value)
 
 
-def enforce_review_rules(prediction, fallback_query: str) -> ReviewOutcome:
+def enforce_review_rules(prediction, fallback_query: str, can_search: bool = True) -> ReviewOutcome:
     """Derive the action from the judgments and make it complete.
 
     - not relevant: reject (whatever `sufficient` says);
     - relevant, not sufficient: search; an empty `next_query` becomes `fallback_query`;
-    - sufficient: accept, but only with an analysis; without one it is a search, since
-      an acceptance that answers nothing is not evidence.
+    - sufficient: accept with the analysis. Without an analysis it is a search while the
+      path can still grow (an answer may come with the next paragraph); where it cannot
+      (`can_search=False`: the tree's last level, the chain's last turn) the sufficient
+      path is accepted with its paragraphs alone rather than dropped.
 
     Every outcome but accept carries a non-empty `next_query` (a rejected path is still
     expanded when relevance pruning is off); an accept carries no query.
@@ -136,6 +140,7 @@ def enforce_review_rules(prediction, fallback_query: str) -> ReviewOutcome:
     Args:
         prediction: the parsed review (any object with the review's output attributes).
         fallback_query: the query to search with when the model wrote none; must not be empty.
+        can_search: whether a search could still expand this path.
     """
     if not fallback_query.strip():
         raise ValueError("fallback_query must not be empty")
@@ -148,7 +153,7 @@ def enforce_review_rules(prediction, fallback_query: str) -> ReviewOutcome:
 
     if not relevant:
         action = "reject"
-    elif sufficient and analysis:
+    elif sufficient and (analysis or not can_search):
         action = "accept"
     else:
         action = "search"
@@ -164,22 +169,31 @@ def enforce_review_rules(prediction, fallback_query: str) -> ReviewOutcome:
     )
 
 
-def review_paragraphs(passages: Sequence[Passage], max_chars_each: int, max_total_chars: int,
-                      min_chars_each: int = 150) -> list[str]:
-    """The paragraphs a review sees, bounded so the prompt fits the context window.
+def select_for_review(passages: Sequence[Passage], max_chars_each: int, max_total_chars: int,
+                      min_chars_each: int = 150) -> tuple[list[Passage], list[str]]:
+    """The paragraphs a review sees, and their texts, bounded so the prompt fits the window.
 
     Every paragraph is cut to `max_chars_each`; when they still exceed `max_total_chars`
     each is cut evenly (not below `min_chars_each`, since a paragraph's first sentences
-    carry its main facts), and if even that is too much the last ones are left out.
+    carry its main facts). If even that is too much, the newest paragraph (the last, the
+    one under judgment) is always kept and the older ones fill the rest in path order.
     """
     if not passages:
-        return []
+        return [], []
     overhead = max(len(p.title) for p in passages) + 4  # "Title: " and the " …" of a cut text
     each = max(min_chars_each, min(max_chars_each, max_total_chars // len(passages) - overhead))
-    out, used = [], 0
-    for text in format_passages(passages, max_chars=each):
-        if out and used + len(text) > max_total_chars:
+    texts = format_passages(passages, max_chars=each)
+    keep, used = [], len(texts[-1])
+    for i, text in enumerate(texts[:-1]):
+        if used + len(text) > max_total_chars:
             break
-        out.append(text)
+        keep.append(i)
         used += len(text)
-    return out
+    keep.append(len(texts) - 1)
+    return [passages[i] for i in keep], [texts[i] for i in keep]
+
+
+def review_paragraphs(passages: Sequence[Passage], max_chars_each: int, max_total_chars: int,
+                      min_chars_each: int = 150) -> list[str]:
+    """The texts of `select_for_review`."""
+    return select_for_review(passages, max_chars_each, max_total_chars, min_chars_each)[1]

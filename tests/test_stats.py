@@ -1,0 +1,85 @@
+"""Intervals and paired tests, checked against values computed by hand."""
+
+import pytest
+
+from treeqa.stats import (NO_DIFFERENCE, bootstrap_ci, compare_records, describe, mcnemar_exact, paired_comparison,
+                          run_intervals, verdict)
+
+
+@pytest.mark.parametrize(("wins", "losses", "p"), [
+    (0, 0, 1.0),
+    (8, 2, 2 * (1 + 10 + 45) / 1024),   # sign test on 10 discordant pairs: 0.109375
+    (2, 8, 2 * (1 + 10 + 45) / 1024),   # two-sided: symmetric
+    (10, 0, 2 / 1024),
+    (5, 5, 1.0),                        # capped at 1
+    (1, 0, 1.0),
+])
+def test_mcnemar_matches_the_exact_binomial_tail(wins, losses, p):
+    assert mcnemar_exact(wins, losses) == pytest.approx(p)
+
+
+def test_bootstrap_interval_of_a_constant_is_the_constant():
+    assert bootstrap_ci([0.3] * 20) == pytest.approx((0.3, 0.3))
+
+
+def test_bootstrap_interval_matches_the_normal_approximation_and_is_seeded():
+    values = [1.0] * 50 + [0.0] * 50  # mean 0.5, standard error 0.05
+    low, high = bootstrap_ci(values)
+    assert low == pytest.approx(0.5 - 1.96 * 0.05, abs=0.015) and high == pytest.approx(0.5 + 1.96 * 0.05, abs=0.015)
+    assert bootstrap_ci(values, seed=0) == bootstrap_ci(values, seed=0)
+
+
+def test_a_balanced_difference_is_not_significant():
+    a = [1] * 5 + [0] * 5 + [1] * 20
+    b = [0] * 5 + [1] * 5 + [1] * 20
+    cmp = paired_comparison(a, b)
+    assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 5, 20)
+    assert cmp["diff"] == 0 and cmp["ci"][0] < 0 < cmp["ci"][1]
+    assert cmp["verdict"] == NO_DIFFERENCE and cmp["p_mcnemar"] == 1.0
+
+
+def test_a_lopsided_difference_is_significant_both_ways():
+    a = [1] * 20 + [0] * 2 + [0] * 78
+    b = [0] * 20 + [1] * 2 + [0] * 78
+    better = paired_comparison(a, b)
+    assert better["diff"] == pytest.approx(0.18) and better["ci"][0] > 0 and better["verdict"] == "better"
+    assert better["p_mcnemar"] == pytest.approx(mcnemar_exact(20, 2)) and better["p_mcnemar"] < 0.001
+    assert paired_comparison(b, a)["verdict"] == "worse"
+
+
+def test_two_wins_in_thirty_is_noise():
+    a, b = [1, 1] + [0] * 28, [0] * 30
+    cmp = paired_comparison(a, b)
+    assert cmp["ci"][0] == 0.0 and cmp["verdict"] == NO_DIFFERENCE  # the interval touches 0
+    assert cmp["p_mcnemar"] == pytest.approx(0.5)
+
+
+def test_verdict_needs_the_interval_to_exclude_zero():
+    assert verdict((0.01, 0.2)) == "better" and verdict((-0.2, -0.01)) == "worse"
+    assert verdict((-0.01, 0.2)) == verdict((0.0, 0.2)) == NO_DIFFERENCE
+
+
+def test_paired_runs_must_have_the_same_length_and_values():
+    with pytest.raises(ValueError, match="same questions"):
+        paired_comparison([1, 0], [1])
+    with pytest.raises(ValueError):
+        bootstrap_ci([])
+    with pytest.raises(ValueError):
+        bootstrap_ci([float("nan")])
+
+
+def test_records_are_matched_by_question_id_and_reported_in_percent():
+    a = [{"id": "q1", "em": 1.0, "f1": 1.0}, {"id": "q2", "em": 0.0, "f1": 0.5}, {"id": "q3", "em": 1.0, "f1": 1.0}]
+    b = [{"id": "q3", "em": 0.0, "f1": 0.0}, {"id": "q1", "em": 1.0, "f1": 1.0}]  # other order, q2 missing
+    cmp = compare_records(a, b)
+    assert cmp["n"] == 2
+    assert cmp["em"]["diff"] == 50.0 and (cmp["em"]["wins"], cmp["em"]["losses"], cmp["em"]["ties"]) == (1, 0, 1)
+    assert cmp["em"]["p_mcnemar"] == 1.0 and "p_mcnemar" not in cmp["f1"]
+    assert describe(cmp).startswith("+50.00 [") and describe(cmp).endswith(NO_DIFFERENCE)
+    with pytest.raises(ValueError, match="share no question"):
+        compare_records(a, [{"id": "other", "em": 1.0}])
+
+
+def test_run_intervals_in_percent():
+    out = run_intervals([{"em": 1.0, "f1": 1.0}] * 3 + [{"em": 0.0, "f1": 0.5}])
+    assert out["em_ci"][0] >= 0 and out["em_ci"][1] == 100.0 and out["f1_ci"][1] == 100.0

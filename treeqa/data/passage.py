@@ -1,0 +1,33 @@
+"""A corpus paragraph and its identity, shared by the corpora and the gold annotations.
+
+Gold paragraphs are matched by the same id the corpus gives them (a hash of title and
+text), so recall counts paragraphs, not titles: MuSiQue has many paragraphs per title.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A paragraph of the corpus; `score` is filled in by a retriever."""
+
+    id: str
+    title: str
+    text: str
+    score: float = 0.0
+
+    def __str__(self) -> str:
+        return f"{self.title}: {self.text}"
+
+
+def passage_id(title: str, text: str) -> str:
+    """Stable across runs and independent of pooling order: a hash of title and text."""
+    return hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:16]
+
+
+def clean_whitespace(text: str) -> str:
+    """Paragraph text as the corpus stores it: runs of whitespace collapsed."""
+    return " ".join(text.split())

@@ -1,0 +1,125 @@
+"""Uncertainty of QA figures: bootstrap intervals for one run, paired tests for two.
+
+On 30 questions one question moves EM by 3.3 points, so a figure without its interval
+says little. A run's EM/F1 gets a seeded percentile-bootstrap 95% interval over its
+questions; two runs on the same questions get the paired difference with a paired
+bootstrap interval, the won/lost/tied counts, and the exact McNemar (sign) test on EM.
+A difference is called "better"/"worse" only when its interval excludes 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import comb
+
+import numpy as np
+
+RESAMPLES = 10_000
+LEVEL = 0.95
+NO_DIFFERENCE = "no significant difference"
+
+
+def _array(values: Sequence[float], name: str) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} needs a non-empty list of per-question values")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: per-question values must be finite numbers")
+    return arr
+
+
+def bootstrap_ci(values: Sequence[float], resamples: int = RESAMPLES, level: float = LEVEL,
+                 seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of `values` (resampling questions)."""
+    arr = _array(values, "bootstrap_ci")
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, arr.size, size=(resamples, arr.size))].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def mcnemar_exact(wins: int, losses: int) -> float:
+    """Two-sided exact McNemar p-value: the sign test on the discordant pairs.
+
+    Under no difference each discordant question is a fair coin; the p-value is the chance
+    of a split at least as lopsided as `wins` vs `losses`. Ties carry no information.
+    """
+    if wins < 0 or losses < 0:
+        raise ValueError("counts must be non-negative")
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def verdict(ci: tuple[float, float]) -> str:
+    """'better' / 'worse' only when the interval of the difference excludes 0."""
+    low, high = ci
+    if low > 0:
+        return "better"
+    if high < 0:
+        return "worse"
+    return NO_DIFFERENCE
+
+
+def paired_comparison(a: Sequence[float], b: Sequence[float], resamples: int = RESAMPLES,
+                      level: float = LEVEL, seed: int = 0) -> dict:
+    """A vs B on the same questions, in the same order (per-question scores, e.g. EM 0/1).
+
+    Returns the mean difference A - B and its paired-bootstrap interval (both in the units
+    of the inputs), the questions A won / lost / tied, the exact McNemar p-value (meaningful
+    for 0/1 scores) and the verdict for A.
+    """
+    x, y = _array(a, "paired_comparison"), _array(b, "paired_comparison")
+    if x.size != y.size:
+        raise ValueError(f"paired runs need the same questions: {x.size} vs {y.size} values")
+    diff = x - y
+    wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
+    ci = bootstrap_ci(diff, resamples, level, seed)
+    return {"n": int(x.size), "diff": float(diff.mean()), "ci": ci, "wins": wins, "losses": losses,
+            "ties": int(x.size - wins - losses), "p_mcnemar": mcnemar_exact(wins, losses), "verdict": verdict(ci)}
+
+
+def run_intervals(records: Sequence[dict], keys: Sequence[str] = ("em", "f1"), seed: int = 0) -> dict:
+    """`{key}_ci` in percent for each per-question score in `records`."""
+    out = {}
+    for key in keys:
+        values = [r[key] for r in records if key in r]
+        if values:
+            low, high = bootstrap_ci(values, seed=seed)
+            out[f"{key}_ci"] = [round(100 * low, 2), round(100 * high, 2)]
+    return out
+
+
+def compare_records(a: Sequence[dict], b: Sequence[dict], keys: Sequence[str] = ("em", "f1"),
+                    seed: int = 0) -> dict:
+    """Paired comparison of two runs' records, matched by question id; figures in percent.
+
+    Only questions both runs answered are compared; `n` says how many.
+    """
+    by_id = {r["id"]: r for r in b}
+    common = [(r, by_id[r["id"]]) for r in a if r["id"] in by_id]
+    if not common:
+        raise ValueError("the two runs share no question")
+    out: dict = {"n": len(common)}
+    for key in keys:
+        pairs = [(x[key], y[key]) for x, y in common if key in x and key in y]
+        if not pairs:
+            continue
+        cmp = paired_comparison([p[0] for p in pairs], [p[1] for p in pairs], seed=seed)
+        entry = {"diff": round(100 * cmp["diff"], 2), "ci": [round(100 * c, 2) for c in cmp["ci"]],
+                 "wins": cmp["wins"], "losses": cmp["losses"], "ties": cmp["ties"], "verdict": cmp["verdict"]}
+        if key == "em":
+            entry["p_mcnemar"] = round(cmp["p_mcnemar"], 4)
+        out[key] = entry
+    return out
+
+
+def describe(cmp: dict, key: str = "em") -> str:
+    """One line for a table cell: '+6.0 [-1.0, 13.0] (9 won / 3 lost, p=0.146): no significant difference'."""
+    e = cmp[key]
+    p = f", p={e['p_mcnemar']:.3g}" if "p_mcnemar" in e else ""
+    return (f"{e['diff']:+.2f} [{e['ci'][0]:+.2f}, {e['ci'][1]:+.2f}] "
+            f"({e['wins']} won / {e['losses']} lost{p}): {e['verdict']}")
