@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
-OUT=benchmarks/runs/hotpotqa-dev100
+OUT=${OUT:-benchmarks/runs/hotpotqa-dev100}
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(direct cot rta cor tor beam)
 for program in "${programs[@]}"; do
