@@ -59,6 +59,12 @@ def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
 
 def _cell(fig: dict, key: str) -> str:
     ci = fig.get(f"{key}_ci")
+    if ci is None and key == "em" and fig.get("n"):
+        # EM is 0/1 per question, so its bootstrap interval follows from n and the count
+        # alone: older files that kept only the means get the same interval their records would
+        n = int(fig["n"])
+        k = round(float(fig["em"]) * n / 100)
+        ci = run_intervals([{"em": 1.0}] * k + [{"em": 0.0}] * (n - k), keys=("em",))["em_ci"]
     return f"{fig.get(key)} [{ci[0]}, {ci[1]}]" if ci else str(fig.get(key))
 
 
@@ -91,9 +97,10 @@ def rebuild_readme() -> None:
         "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) unless the YAML says otherwise; each YAML file holds the exact "
         "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md` and `foundation.md` are the speed "
         "benchmarks.\n\nEM and F1 carry 95% bootstrap intervals over the questions (10,000 seeded resamples). "
-        "On 30 questions one question is 3.3 EM, so two rows whose intervals overlap may not differ at all: "
-        "only a paired comparison on the same questions says so. Runs recorded before the intervals existed "
-        "show none.\n\n" + "\n".join(rows) + "\n\n## Paired comparisons\n\n"
+        "On 30 questions one question is 3.3 EM; whether two rows differ is not read off their intervals "
+        "but from a paired comparison on the same questions (below). The dev30 files were recorded before the intervals "
+        "existed: their EM interval is computed from n and the EM count (the same bootstrap), their F1 has none, and "
+        "their recall@15 counted gold titles, not gold paragraphs.\n\n" + "\n".join(rows) + "\n\n## Paired comparisons\n\n"
         "A vs B on their common questions: the mean difference A - B with its 95% paired-bootstrap interval, the "
         f"questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse only "
         f"when the interval excludes 0, else \"{NO_DIFFERENCE}\".\n\n" + "\n".join(paired))

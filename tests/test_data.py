@@ -130,6 +130,40 @@ def test_gold_ids_are_corpus_ids(fixture_data):
         assert len(ex.gold_ids) == len(ex.gold_titles)
 
 
+def test_a_file_that_is_not_utf8_names_file_and_line(settings_env, tmp_path):
+    path = tmp_path / "nq" / "NQ-open.test.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"question": "q1", "answer": ["x"]}\n{"question": "caf\xe9", "answer": ["y"]}\n')
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=r"NQ-open.test.jsonl, line 2: not UTF-8"):
+        load_split("nq", "test")
+
+
+def test_a_tsv_field_over_the_csv_limit_names_file_and_line(settings_env, tmp_path):
+    _data_dir_with(tmp_path, "triviaqa/trivia-dev.qa.tsv", "ok?\t['yes']\n\"" + "x" * 200_000 + "\"\t['no']\n")
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=r"trivia-dev.qa.tsv, line 2: not a readable TSV row"):
+        load_split("triviaqa", "dev")
+
+
+def test_corpus_paragraph_without_text_names_file_and_line(settings_env, tmp_path):
+    record = {"id": "m", "question": "q", "answer": "x", "paragraphs": [
+        {"idx": 0, "title": "T", "paragraph_text": None, "is_supporting": True}]}
+    for rel in ("musique/musique_ans_dev_subset.jsonl", "musique/musique_ans_train_subset.jsonl"):
+        _data_dir_with(tmp_path, rel, json.dumps(record) + "\n")
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=r"musique_ans_dev_subset.jsonl, line 1: malformed paragraphs "
+                                        r"\(paragraph_text must be text"):
+        load_corpus("musique")
+
+
+def test_wikipedia_leads_of_the_wrong_shape_are_named(settings_env, tmp_path):
+    _data_dir_with(tmp_path, "wikipedia/vital_articles_en.json", json.dumps([{"title": "A", "extract": "a"}]))
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=r"vital_articles_en.json: expected an object of articles"):
+        load_corpus("nq")
+
+
 def test_corpus_pools_dedupes_and_has_stable_ids(fixture_data):
     corpus = load_corpus("hotpotqa")
     keys = [(p.title, p.text) for p in corpus]

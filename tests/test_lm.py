@@ -188,3 +188,25 @@ def test_prefix_states_are_restored_without_logits_copies():
     fresh, _, computed_fresh = ask("answer", "What is the capital of Peru?")
     assert computed_fresh >= prompt - 1
     assert fresh == text  # a restored state decodes exactly as a fresh one
+
+
+class _Planted:
+    """A type no cache entry of ours ever holds."""
+
+
+def test_dspy_cache_refuses_unknown_pickled_types(settings_env, tmp_path, monkeypatch):
+    import treeqa.lm
+    from dspy.clients.disk_serialization import DeserializationError
+
+    settings_env(cache_dir=tmp_path)
+    monkeypatch.setattr(treeqa.lm, "_cache_secured", False)
+    previous = dspy.cache
+    try:
+        get_lm("openai/gpt-4o-mini")  # the door secures the cache
+        disk = dspy.cache.disk_cache
+        assert str(tmp_path) in str(disk.directory)
+        disk["planted"] = _Planted()  # what a planted file would unpickle to
+        with pytest.raises(DeserializationError, match="not in the safe_types allowlist"):
+            disk["planted"]
+    finally:
+        dspy.cache = previous

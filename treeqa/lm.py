@@ -20,6 +20,21 @@ from treeqa import greedy_grammar, lean_state, local_model
 from treeqa.settings import get_settings
 
 LOCAL_NAMES = ("local", "embedded")
+_cache_lock = threading.Lock()
+_cache_secured = False
+
+
+def secure_cache() -> None:
+    """DSPy's disk cache under treeqa's cache dir, unpickling only known-safe types.
+
+    DSPy unpickles its cache entries without restriction by default, so a planted file in the
+    cache dir could run code; restricted, an unknown type is refused. Called at the door
+    (`get_lm`), once per process."""
+    global _cache_secured
+    with _cache_lock:
+        if not _cache_secured:
+            dspy.configure_cache(disk_cache_dir=str(get_settings().dspy_cache_dir), restrict_pickle=True)
+            _cache_secured = True
 
 
 @dataclass
@@ -231,6 +246,7 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
     """
     if not name or not name.strip():
         raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
+    secure_cache()
     if name in LOCAL_NAMES:
         engine = local_engine()
         return dspy.LM(local_model_id(), engine=engine, cache=cache, temperature=0.0, num_retries=0, **kwargs)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from treeqa.data.loaders import SPLITS, DataError, _read_records, data_dir
+from treeqa.data.loaders import SPLITS, DataError, _read_records, data_dir, read_text
 from treeqa.data.passage import Passage, passage_id
 from treeqa.data.passage import clean_whitespace as _clean
 
@@ -24,13 +24,20 @@ NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
 OPEN_DOMAIN = ("nq", "triviaqa", "webq")
 
 
+def _text(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be text, got {type(value).__name__}")
+    return value
+
+
 def _paragraphs_of(layout: str, record: dict) -> Iterator[tuple[str, str]]:
     if layout == "hotpot":  # context: [[title, [sentences]]]
         for title, sentences in record["context"]:
-            yield title, _clean(" ".join(sentences))
+            text = " ".join(_text(s, "a context sentence") for s in sentences)
+            yield _text(title, "a context title"), _clean(text)
     elif layout == "musique":
         for p in record["paragraphs"]:
-            yield p["title"], _clean(p["paragraph_text"])
+            yield _text(p["title"], "title"), _clean(_text(p["paragraph_text"], "paragraph_text"))
 
 
 def _dataset_paragraphs(root: Path, dataset: str) -> Iterator[tuple[str, str]]:
@@ -42,7 +49,7 @@ def _dataset_paragraphs(root: Path, dataset: str) -> Iterator[tuple[str, str]]:
         for where, record in _read_records(path):
             try:
                 yield from _paragraphs_of(spec.layout, record)
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise DataError(f"{path}, {where}: malformed paragraphs ({exc})") from exc
 
 
@@ -51,24 +58,31 @@ def _wikipedia_leads(root: Path) -> Iterator[tuple[str, str]]:
     if not path.is_file():
         raise DataError(f"Wikipedia leads: expected the file {path}")
     try:
-        articles = json.loads(path.read_text(encoding="utf-8"))
+        articles = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+    if not isinstance(articles, dict):
+        raise DataError(f"{path}: expected an object of articles keyed by title, found {type(articles).__name__}")
     for key, article in articles.items():
-        if article.get("extract"):
-            yield article.get("title", key), _clean(article["extract"])
+        if not isinstance(article, dict):
+            raise DataError(f"{path}, article {key!r}: expected an object, found {type(article).__name__}")
+        extract, title = article.get("extract"), article.get("title", key)
+        if extract and not (isinstance(extract, str) and isinstance(title, str)):
+            raise DataError(f"{path}, article {key!r}: title and extract must be text")
+        if extract:
+            yield title, _clean(extract)
 
 
 def _nq_gold_passages(root: Path) -> Iterator[tuple[str, str]]:
     path = root / NQ_GOLD_PASSAGES
     if not path.is_file():
         raise DataError(f"NQ gold passages: expected the file {path}")
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
+    with gzip.open(path, "rb") as fh:
         for lineno, line in enumerate(fh, start=1):
             try:
-                for ctx in json.loads(line)["ctxs"]:
-                    yield ctx["title"], _clean(ctx["text"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                for ctx in json.loads(line.decode("utf-8"))["ctxs"]:
+                    yield _text(ctx["title"], "title"), _clean(_text(ctx["text"], "text"))
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 raise DataError(f"{path}, line {lineno}: malformed record ({exc})") from exc
 
 

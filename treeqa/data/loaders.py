@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import io
 import json
 import logging
 import random
@@ -140,9 +141,19 @@ _PARSERS: dict[str, Callable[[Any, str], dspy.Example]] = {
 
 # --- reading files: yield (location, raw record) so errors can name file and line ---------
 
+def read_text(path: Path) -> str:
+    """A data file's text; bytes that are not UTF-8 are a `DataError` naming file and line."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataError(f"{path}, line {line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
 def _read_json_list(path: Path) -> Iterator[tuple[str, Any]]:
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
+        records = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})") from exc
     if not isinstance(records, list):
@@ -152,22 +163,26 @@ def _read_json_list(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"line {lineno}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from exc
+    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield f"line {lineno}", json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}, line {lineno}: not valid JSON ({exc.msg})") from exc
 
 
 def _read_tsv(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        for row in reader:
-            if row:
-                yield f"line {reader.line_num}", row
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter="\t")
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # e.g. a field over csv's 128 KB limit
+            raise DataError(f"{path}, line {reader.line_num}: not a readable TSV row ({exc})") from exc
+        if row:
+            yield f"line {reader.line_num}", row
 
 
 def _read_records(path: Path) -> Iterator[tuple[str, Any]]:
