@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from tests.conftest import SHARED_DATA, requires_shared_data
@@ -100,3 +102,79 @@ def test_dense_finds_gold_paragraph_on_real_pooled_hotpotqa(settings_env):
     assert example.question == "Were Scott Derrickson and Ed Wood of the same nationality?"
     top5 = {p.title for p in retriever.search(example.question, 5)}
     assert top5 & set(example.gold_titles), top5
+
+
+# --- indexes are checked against their manifest ------------------------------------------
+
+def _built(cls, tmp_path, builds):
+    real_build = cls.build.__func__
+
+    def counting_build(klass, passages, progress=True):
+        builds.append(len(passages))
+        return real_build(klass, passages, progress=False)
+
+    return classmethod(counting_build)
+
+
+def _folder(tmp_path, kind):
+    (folder,) = [d for d in tmp_path.iterdir() if d.is_dir() and d.name.startswith(f"demo-{kind}-")]
+    return folder
+
+
+@pytest.mark.parametrize(("cls", "kind", "damage"), [
+    (DenseRetriever, "dense", "truncate_index"),
+    (BM25Retriever, "bm25", "drop_last_passage"),
+    (BM25Retriever, "bm25", "edit_passage"),
+])
+def test_a_damaged_index_is_found_and_rebuilt_or_refused(cls, kind, damage, tmp_path, monkeypatch):
+    builds = []
+    monkeypatch.setattr(cls, "build", _built(cls, tmp_path, builds))
+    cls.for_corpus(CORPUS, tmp_path, "demo")
+    folder = _folder(tmp_path, kind)
+    meta = json.loads((folder / store.META_FILE).read_text())
+    assert meta["count"] == 4 and store.PASSAGES_FILE in meta["files"]
+    if damage == "truncate_index":
+        index = folder / "index.faiss"
+        index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    elif damage == "drop_last_passage":
+        lines = (folder / store.PASSAGES_FILE).read_text().splitlines(keepends=True)
+        (folder / store.PASSAGES_FILE).write_text("".join(lines[:-1]))
+    else:
+        text = (folder / store.PASSAGES_FILE).read_text()
+        (folder / store.PASSAGES_FILE).write_text(text.replace("Espresso is coffee", "Espresso is tea"))
+    with pytest.raises(store.IndexCorruptError, match=f"differs from the manifest.*treeqa index build --dataset demo"):
+        cls.for_corpus(CORPUS, tmp_path, "demo", build=False)
+    rebuilt = cls.for_corpus(CORPUS, tmp_path, "demo")
+    assert builds == [4, 4] and rebuilt.passages == CORPUS
+    assert cls.for_corpus(CORPUS, tmp_path, "demo", build=False).passages == CORPUS  # sound again
+    assert [d.name for d in tmp_path.iterdir() if d.name.startswith((".building", ".old"))] == []
+
+
+def test_an_index_without_a_manifest_is_not_trusted(tmp_path):
+    BM25Retriever.build(CORPUS, progress=False).save(tmp_path / "idx")
+    (tmp_path / "idx" / store.META_FILE).write_text('{"kind": "bm25"}')
+    with pytest.raises(store.IndexCorruptError, match="lists no files"):
+        BM25Retriever.load(tmp_path / "idx")
+
+
+def test_concurrent_builds_build_once_and_leave_no_debris(tmp_path, monkeypatch):
+    import threading
+
+    builds = []
+    monkeypatch.setattr(BM25Retriever, "build", _built(BM25Retriever, tmp_path, builds))
+    errors, results = [], []
+
+    def worker():
+        try:
+            results.append(BM25Retriever.for_corpus(CORPUS, tmp_path, "demo"))
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(results) == 12 and builds == [4]
+    assert all(r.passages == CORPUS for r in results)
+    assert [d.name for d in tmp_path.iterdir() if d.name.startswith((".building", ".old"))] == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +42,9 @@ class BM25Retriever(Retriever):
 
     def save(self, folder: Path, meta: dict | None = None) -> Path:
         folder = Path(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".building-"))
-        self.model.save(str(tmp / "bm25"))
-        store.write_passages(tmp, self.passages, {"kind": self.kind, "model": MODEL, **(meta or {})})
+        with store.staging(folder) as tmp:
+            self.model.save(str(tmp / "bm25"))
+            store.write_passages(tmp, self.passages, {"kind": self.kind, "model": MODEL, **(meta or {})})
         return store.publish(tmp, folder)
 
     @classmethod
@@ -56,21 +54,21 @@ class BM25Retriever(Retriever):
         folder = Path(folder)
         if not store.is_complete(folder):
             raise IndexMissingError(f"no BM25 index at {folder}; build it with `treeqa index build --retriever bm25`")
-        passages, _ = store.read_passages(folder)
+        passages, _ = store.read_passages(folder)  # checks every file against the manifest
         return cls(passages, bm25s.BM25.load(str(folder / "bm25"), show_progress=False))
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
                    build: bool = True) -> "BM25Retriever":
         folder = Path(index_root) / f"{name}-bm25-{store.fingerprint(passages, MODEL)}"
-        if store.is_complete(folder):
-            return cls.load(folder)
-        if not build:
-            raise IndexMissingError(
-                f"no BM25 index for {name} at {folder}; run `treeqa index build --dataset {name} --retriever bm25`")
-        retriever = cls.build(passages)
-        retriever.save(folder, {"name": name})
-        return retriever
+
+        def build_and_save() -> BM25Retriever:
+            retriever = cls.build(passages)
+            retriever.save(folder, {"name": name})
+            return retriever
+
+        return store.load_or_build(folder, cls.load, build_and_save if build else None,
+                                   f"treeqa index build --dataset {name} --retriever bm25")
 
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)

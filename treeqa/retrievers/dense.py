@@ -7,7 +7,6 @@ Embeddings are L2-normalised, so inner product is cosine similarity. Corpora bel
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -94,10 +93,9 @@ class DenseRetriever(Retriever):
         import faiss
 
         folder = Path(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".building-"))
-        faiss.write_index(self.index, str(tmp / INDEX_FILE))
-        store.write_passages(tmp, self.passages, {"kind": self.kind, "model": model_name(), **(meta or {})})
+        with store.staging(folder) as tmp:
+            faiss.write_index(self.index, str(tmp / INDEX_FILE))
+            store.write_passages(tmp, self.passages, {"kind": self.kind, "model": model_name(), **(meta or {})})
         return store.publish(tmp, folder)
 
     @classmethod
@@ -107,25 +105,29 @@ class DenseRetriever(Retriever):
         folder = Path(folder)
         if not store.is_complete(folder):
             raise IndexMissingError(f"no dense index at {folder}; build it with `treeqa index build`")
-        passages, _ = store.read_passages(folder)
-        retriever = cls(passages, faiss.read_index(str(folder / INDEX_FILE)))
+        passages, _ = store.read_passages(folder)  # checks every file against the manifest
+        index = faiss.read_index(str(folder / INDEX_FILE))
+        if index.ntotal != len(passages):
+            raise store.IndexCorruptError(f"{folder}: {index.ntotal} vectors for {len(passages)} passages")
+        retriever = cls(passages, index)
         load_encoder()  # ready to search: the first question should not pay for the encoder's start-up
         return retriever
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
                    build: bool = True) -> "DenseRetriever":
-        """Load the index of this exact corpus and model from `index_root`, building it if allowed."""
+        """Load the index of this exact corpus and model from `index_root`, building it if allowed
+        (and rebuilding it if its files no longer match their manifest)."""
         folder = Path(index_root) / f"{name}-dense-{store.fingerprint(passages, model_name())}"
-        if store.is_complete(folder):
-            return cls.load(folder)
-        if not build:
-            raise IndexMissingError(
-                f"no dense index for {name} at {folder}; run `treeqa index build --dataset {name}`")
-        started = time.perf_counter()
-        retriever = cls.build(passages)
-        retriever.save(folder, {"name": name, "build_seconds": round(time.perf_counter() - started, 1)})
-        return retriever
+
+        def build_and_save() -> DenseRetriever:
+            started = time.perf_counter()
+            retriever = cls.build(passages)
+            retriever.save(folder, {"name": name, "build_seconds": round(time.perf_counter() - started, 1)})
+            return retriever
+
+        return store.load_or_build(folder, cls.load, build_and_save if build else None,
+                                   f"treeqa index build --dataset {name}")
 
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)

@@ -1,20 +1,38 @@
 """Indexes on disk, each in a folder named by a fingerprint of its corpus and model.
 
 A changed corpus or embedding model gives a new fingerprint, so a stale index is never
-loaded; it is rebuilt instead.
+loaded; it is rebuilt instead. Each folder's `meta.json` is its manifest: the passage count
+and the size and sha256 of every file, written last, so a folder without it is unfinished.
+Loading checks the manifest, so a truncated or edited file is found before it gives wrong
+results: the index is rebuilt where building is allowed, else refused with the command that
+rebuilds it. Builds of one folder take a file lock, write into a private temporary folder
+and publish it with a rename: concurrent builds wait for each other and leave no debris.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import logging
+import os
 import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from treeqa.data.corpus import Passage
+from treeqa.retrievers.base import IndexMissingError
 
 PASSAGES_FILE = "passages.jsonl"
 META_FILE = "meta.json"
+
+log = logging.getLogger(__name__)
+
+
+class IndexCorruptError(IndexMissingError):
+    """An index folder whose files do not match its manifest; the message names the rebuild."""
 
 
 def fingerprint(passages: list[Passage], model: str) -> str:
@@ -24,17 +42,52 @@ def fingerprint(passages: list[Passage], model: str) -> str:
     return digest.hexdigest()[:16]
 
 
+def _file_digest(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(8 << 20):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != META_FILE)
+
+
 def write_passages(folder: Path, passages: list[Passage], meta: dict) -> None:
+    """Write the passages, then the manifest of every file in `folder` (so index files first)."""
     with (folder / PASSAGES_FILE).open("w", encoding="utf-8") as fh:
         for p in passages:
             fh.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
-    (folder / META_FILE).write_text(json.dumps(meta, indent=2))
+    files = {str(p.relative_to(folder)): _file_digest(p) for p in _files(folder)}
+    (folder / META_FILE).write_text(json.dumps({**meta, "count": len(passages), "files": files}, indent=2))
+
+
+def verify(folder: Path) -> dict:
+    """The manifest, once every file it lists has its recorded size and sha256."""
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexCorruptError(f"{folder / META_FILE}: unreadable manifest ({exc})") from exc
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(files, dict) or PASSAGES_FILE not in files:
+        raise IndexCorruptError(f"{folder}: the manifest lists no files (an index from before manifests)")
+    for name, expected in files.items():
+        path = folder / name
+        if not path.is_file():
+            raise IndexCorruptError(f"{path}: missing")
+        if path.stat().st_size != expected.get("bytes") or _file_digest(path) != expected:
+            raise IndexCorruptError(f"{path}: its size or checksum differs from the manifest (truncated or edited)")
+    return meta
 
 
 def read_passages(folder: Path) -> tuple[list[Passage], dict]:
-    meta = json.loads((folder / META_FILE).read_text())
+    """The passages of a verified folder, and its manifest."""
+    meta = verify(folder)
     with (folder / PASSAGES_FILE).open(encoding="utf-8") as fh:
         passages = [Passage(**json.loads(line)) for line in fh]
+    if len(passages) != meta.get("count"):
+        raise IndexCorruptError(f"{folder}: {len(passages)} passages, the manifest says {meta.get('count')}")
     return passages, meta
 
 
@@ -42,9 +95,59 @@ def is_complete(folder: Path) -> bool:
     return (folder / META_FILE).is_file()
 
 
+@contextmanager
+def build_lock(folder: Path) -> Iterator[None]:
+    """Hold the lock for building `folder` (another process waits until the build is published)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextmanager
+def staging(final: Path) -> Iterator[Path]:
+    """A private temporary folder beside `final`, removed if writing it fails."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".building-{final.name}-"))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def publish(tmp: Path, final: Path) -> Path:
-    """Move a fully written index into place, so a crash never leaves half an index."""
+    """Move a fully written index into place; an old folder there is moved aside, then removed."""
+    old = None
     if final.exists():
-        shutil.rmtree(final)
+        old = final.with_name(f".old-{final.name}-{os.getpid()}")
+        final.rename(old)
     tmp.rename(final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def load_or_build(folder: Path, load: Callable[[Path], object], build: Callable[[], object] | None,
+                  command: str):
+    """Load the index in `folder`, building (or rebuilding a corrupt one) under the lock when
+    `build` is given; otherwise a missing or corrupt index names `command`."""
+    if is_complete(folder):
+        try:
+            return load(folder)
+        except IndexCorruptError as exc:
+            if build is None:
+                raise IndexCorruptError(f"{exc}; rebuild it with `{command}`") from exc
+            log.warning("%s; rebuilding it", exc)
+    if build is None:
+        raise IndexMissingError(f"no index at {folder}; run `{command}`")
+    with build_lock(folder):
+        if is_complete(folder):  # built by another process while this one waited, or corrupt
+            try:
+                return load(folder)
+            except IndexCorruptError:
+                pass
+        return build()
