@@ -18,7 +18,12 @@ app.add_typer(model_app, name="model")
 app.add_typer(index_app, name="index")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str | BaseException) -> None:
+    """Print the error (a pydantic error as its messages alone) and exit with status 1."""
+    from pydantic import ValidationError
+
+    if isinstance(message, ValidationError):
+        message = "\n".join(str(e["msg"]).removeprefix("Value error, ") for e in message.errors())
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=1)
 
@@ -31,7 +36,7 @@ def model_install(force: Annotated[bool, typer.Option(help="Reassemble even if p
     try:
         path = local_model.install(force=force)
     except (local_model.ModelMissingError, ValueError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     typer.echo(f"model ready: {path} ({path.stat().st_size:,} bytes, sha256 verified)")
 
 
@@ -43,7 +48,7 @@ def model_path() -> None:
     try:
         typer.echo(local_model.model_path())
     except (local_model.ModelMissingError, local_model.ModelCorruptError) as exc:
-        _fail(str(exc))
+        _fail(exc)
 
 
 @index_app.command("build")
@@ -60,7 +65,7 @@ def index_build(
     try:
         index = get_retriever(dataset, retriever, with_wikipedia=with_wikipedia, build=True)
     except (DataError, ValueError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     seconds = time.perf_counter() - started
     typer.echo(f"{retriever} index of {dataset}: {len(index.passages):,} passages, ready in {seconds:.1f}s "
                f"(under {get_settings().index_dir})")
@@ -111,9 +116,12 @@ def evaluate_cmd(
                                              "so reported costs are real).")] = True,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again the questions whose records "
                                                                       "hold a failed LM call or an error.")] = False,
+    max_errors: Annotated[int, typer.Option(help="Stop after this many questions in a row whose LM calls all "
+                                                 "failed (0: never stop).")] = 10,
 ) -> None:
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
     from treeqa.compiled import load_program, read_recipe
+    from treeqa.evaluation import RunAborted
     from treeqa.runs import EvalSpec, run_evaluation
 
     try:
@@ -129,9 +137,9 @@ def evaluate_cmd(
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
                         lm=lm, api_base=api_base, retriever=retriever, preset=preset, params=params,
                         threads=threads, cache=cache)
-        result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed)
-    except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+        result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None)
+    except (ValueError, FileNotFoundError, RunAborted) as exc:
+        _fail(exc)
     from treeqa.runs import data_line
 
     typer.echo(data_line(result["data"]))
@@ -175,7 +183,7 @@ def compare_cmd(
             rows[name], records[name], data = result["summary"], result["records"], result["data"]
             typer.echo(f"{name}: written to {result['out']}")
     except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+        _fail(exc)
     typer.echo(data_line(data))
     typer.echo(markdown_table(rows))
     pairs = {f"{name} vs {base}": compare_records(records[name], records[base]) for name in names if name != base}
@@ -203,10 +211,10 @@ def ask(
     from treeqa.compiled import load_program
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
+    from treeqa.programs.support import check_question
 
-    if not question.strip():
-        _fail("the question is empty")
     try:
+        question = check_question(question, "ask")
         if compiled:
             qa = load_program(compiled)
         else:
@@ -218,12 +226,15 @@ def ask(
         with dspy.context(lm=model, adapter=adapter_for(model)):
             prediction = qa(question=question)
     except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+        _fail(exc)
+    failures = getattr(prediction, "failures", None) or []
+    for failure in failures:
+        typer.secho(f"failed call: {failure}", fg=typer.colors.YELLOW, err=True)
+    if not prediction.answer:
+        _fail(f"no answer: {len(failures)} LM call(s) failed" if failures else "the program gave an empty answer")
     typer.echo(prediction.answer)
     if tree:
         typer.echo(json.dumps(getattr(prediction, "tree", None), indent=2, ensure_ascii=False, default=str))
-    for failure in getattr(prediction, "failures", None) or []:
-        typer.secho(f"failed call: {failure}", fg=typer.colors.YELLOW, err=True)
 
 
 @app.command("optimize")
@@ -253,6 +264,7 @@ def optimize_cmd(
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.compiled import CompiledProgramError
+    from treeqa.evaluation import RunAborted
     from treeqa.optimize import OptimizeSpec, run_optimize
 
     try:
@@ -261,8 +273,8 @@ def optimize_cmd(
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, cache=cache)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
-    except (ValueError, FileNotFoundError, CompiledProgramError) as exc:
-        _fail(str(exc))
+    except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:
+        _fail(exc)
 
 
 def main() -> None:

@@ -187,16 +187,28 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
     return out
 
 
+class RunAborted(RuntimeError):
+    """Too many questions in a row got no answer because every LM call failed."""
+
+
+def all_calls_failed(record: dict) -> bool:
+    """The question raised, or it has failed calls and no answer: nothing reached the LM and back."""
+    return bool(record.get("error")) or (record.get("failed_calls", 0) > 0 and not record.get("prediction"))
+
+
 def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | None = None,
              out_path: Path | None = None, threads: int = 1, progress: bool = True,
              keep_tree: bool = True, desc: str = "evaluating", adapter: dspy.Adapter | None = None,
-             run_key: str | None = None, retry_failed: bool = False) -> dict[str, Any]:
+             run_key: str | None = None, retry_failed: bool = False, max_errors: int | None = 10) -> dict[str, Any]:
     """Evaluate `program` on `examples`, resuming from `out_path` when it holds earlier records.
 
     Args:
         run_key: the spec's hash; every record carries it, and records of another key in
             `out_path` are refused rather than reported as this run's.
         retry_failed: run again the questions whose records hold a failure (see `failed`).
+        max_errors: stop with `RunAborted` after this many questions in a row whose LM calls
+            all failed (a dead endpoint), instead of filling the run with empty answers; the
+            records so far are kept, and `retry_failed` picks the run up. None never stops.
 
     Returns the summary figures (see `summarize`) and the records, in example order.
     """
@@ -219,13 +231,21 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
                unit="q", dynamic_ncols=True)
     sink = _open_for_append(out_path) if out_path is not None else None
     try:
+        streak = 0
+
         def finish(record: dict) -> None:
+            nonlocal streak
             if run_key is not None:
                 record["run"] = run_key
             done[record["id"]] = record
             if sink is not None:
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()
+            streak = streak + 1 if all_calls_failed(record) else 0
+            if max_errors is not None and streak >= max_errors:
+                last = record.get("error") or (record.get("failures") or [{}])[-1]
+                raise RunAborted(f"stopped after {streak} questions in a row whose LM calls all failed (last: {last}); "
+                                 "check the LM, then rerun with --retry-failed")
             scored = [done[ex.id] for ex in examples if ex.id in done]
             bar.set_postfix(em=f"{100 * mean(r['em'] for r in scored):.1f}")
             bar.update(1)

@@ -254,4 +254,5 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         kwargs["api_base"] = api_base
     if api_key:
         kwargs["api_key"] = api_key
+    kwargs.setdefault("timeout", get_settings().lm_timeout)  # a hung endpoint fails the call, not the run
     return dspy.LM(name, cache=cache, **kwargs)

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from treeqa.metrics import exact_match
-from treeqa.runs import RUNS_DIR, EvalSpec, comparison_table, data_line, markdown_table, run_evaluation, versions
+from treeqa.programs import validate_params
+from treeqa.runs import RUNS_DIR, EvalSpec, check_spec_names, comparison_table, data_line, markdown_table, run_evaluation, versions
 from treeqa.stats import compare_records
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa")
@@ -127,6 +128,15 @@ class OptimizeSpec(BaseModel):
     trials: int = Field(3, ge=1)
     metric_calls: int = Field(40, ge=1)
     cache: bool = True  # DSPy's response cache for the two evaluations (compiling always uses it)
+
+    @model_validator(mode="after")
+    def _known_names(self) -> OptimizeSpec:
+        """Unknown names and bad settings fail before any folder is made or any LM is called."""
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        check_spec_names(self.program, self.dataset, None, self.retriever, self.preset)
+        validate_params(self.program, self.params)
+        return self
 
     def eval_spec(self) -> EvalSpec:
         _, dev_split = splits_for(self.dataset)

@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from treeqa.programs import validate_params
 from treeqa.settings import PROJECT_ROOT
 
 RUNS_DIR = PROJECT_ROOT / "runs"
+
+
+def check_spec_names(program: str, dataset: str, split: str | None, retriever: str, preset: str | None) -> None:
+    """Every name a run folder is made from must be one we know (no '../' can reach a path)."""
+    from treeqa.data import SPLITS
+    from treeqa.programs import check_names
+    from treeqa.retrievers import RETRIEVERS
+
+    check_names(program, preset)
+    if dataset not in SPLITS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
+    if split is not None and split not in SPLITS[dataset]:
+        raise ValueError(f"{dataset} has no split {split!r}; available: {', '.join(SPLITS[dataset])}")
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"unknown retriever {retriever!r}; choose one of {', '.join(RETRIEVERS)}")
 
 
 class EvalSpec(BaseModel):
@@ -32,6 +51,13 @@ class EvalSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     threads: int = Field(1, ge=1)
     cache: bool = True  # DSPy's response cache; off for runs whose costs are reported
+
+    @model_validator(mode="after")
+    def _known_names(self) -> EvalSpec:
+        """Unknown names and bad settings fail here, before any folder is made from them."""
+        check_spec_names(self.program, self.dataset, self.split, self.retriever, self.preset)
+        validate_params(self.program, self.params)
+        return self
 
     def key(self) -> str:
         decisive = self.model_dump(exclude={"threads", "api_base", "cache"})
@@ -125,13 +151,38 @@ def describe_spec(spec: EvalSpec) -> str:
     return f"{spec.key()} " + " ".join(f"{k}={v}" for k, v in decisive.items() if v not in (None, {}))
 
 
+@contextmanager
+def folder_lock(out_dir: Path) -> Iterator[None]:
+    """One evaluation writes to a folder at a time; a second is refused at once."""
+    with open(out_dir / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"another evaluation is writing to {out_dir}; wait for it or use another --out") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
-                   retry_failed: bool = False) -> dict[str, Any]:
+                   retry_failed: bool = False, max_errors: int | None = 10) -> dict[str, Any]:
     """Evaluate `spec` (or a given, e.g. compiled, `program`), resuming from the folder's predictions.
 
     A folder holds one spec: resuming it with another is refused. `retry_failed` runs again
-    the questions whose records hold a failed LM call or an error.
+    the questions whose records hold a failed LM call or an error; `max_errors` stops the
+    run after that many questions in a row whose LM calls all failed.
     """
+    out_dir = Path(out) if out else spec.default_out()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file, not a folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out_dir):
+        claim_folder(out_dir, spec)
+        return _run_locked(spec, out_dir, program, retry_failed, max_errors)
+
+
+def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_errors: int | None) -> dict[str, Any]:
     import dspy
 
     from treeqa.data import SPLITS, corpus_description, load_examples
@@ -140,8 +191,6 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
 
-    out_dir = Path(out) if out else spec.default_out()
-    claim_folder(out_dir, spec)
     examples = load_examples(spec.dataset, spec.split, n=spec.n, seed=spec.seed)
     lm = get_lm(spec.lm, api_base=spec.api_base, cache=spec.cache)
     inner, outer = split_threads(spec.program, spec.threads, lm)
@@ -156,7 +205,7 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
     with dspy.context(lm=lm, adapter=adapter):
         result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=outer,
                           desc=f"{spec.program} on {spec.dataset}", adapter=adapter, run_key=spec.key(),
-                          retry_failed=retry_failed)
+                          retry_failed=retry_failed, max_errors=max_errors)
     label = spec.program + (f" ({spec.preset})" if spec.preset else "")
     data = {"split": spec.split, "questions": f"{len(examples)} seeded (seed {spec.seed}) from "
                                               f"{SPLITS[spec.dataset][spec.split].path}"}

@@ -35,6 +35,8 @@ class Settings(BaseSettings):
                             description="Let loaders fetch a dataset from the Hugging Face hub when it is not local.")
     kv_cache_mb: int = Field(default=512, ge=0,
                              description="RAM for saved prompt-prefix states of the embedded LLM (0 disables).")
+    lm_timeout: float = Field(default=120.0, gt=0,
+                              description="Seconds an endpoint may take for one call before it counts as failed.")
 
     @property
     def dspy_cache_dir(self) -> Path:

@@ -9,11 +9,22 @@ from treeqa.data.corpus import Passage
 from treeqa.retrievers.base import Retriever
 
 
+MAX_QUESTION_CHARS = 2000  # a question, not a document: longer input would crowd the prompts out
+
+
 def check_question(question: object, program: str) -> str:
-    """The question stripped; a blank or non-string question is a caller error, not an LM failure."""
+    """The question stripped; a blank, over-long or undecodable question is a caller error,
+    not an LM failure."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"{program}: the question is empty")
-    return question.strip()
+    question = question.strip()
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ValueError(f"{program}: the question is {len(question):,} characters; at most {MAX_QUESTION_CHARS:,}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates: bytes from the shell that were not UTF-8
+        raise ValueError(f"{program}: the question is not valid UTF-8 text (at character {exc.start})") from None
+    return question
 
 
 def check_retriever(retriever: Retriever | None, program: str, needed: bool) -> None:
