@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install model demo compare test test-fast clean-cache
+.PHONY: install model lint demo compare test test-fast clean-cache
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,10 +28,14 @@ demo: model
 compare: model
 	$(BIN)/treeqa compare
 
-test: model
+# lint first: ruff (rules in pyproject.toml) must be clean before the tests run
+lint: install
+	$(BIN)/ruff check .
+
+test: model lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: install
+test-fast: lint
 	$(BIN)/python -m pytest -m "not integration" $(PYTEST_ARGS)
 
 clean-cache:

@@ -56,7 +56,8 @@ def grammar_case() -> dict:
             out = llama.create_chat_completion(messages=REVIEW, temperature=0.0, max_tokens=75, **kwargs)
             seconds = min(seconds, time.perf_counter() - started)
         tokens = out["usage"]["completion_tokens"]
-        rows[label] = {"tokens": tokens, "seconds": round(seconds, 2), "ms_per_token": round(1000 * seconds / tokens, 1)}
+        rows[label] = {"tokens": tokens, "seconds": round(seconds, 2),
+                       "ms_per_token": round(1000 * seconds / tokens, 1)}
     llama._init_sampler = treeqa_sampler
     return rows
 
@@ -98,13 +99,16 @@ def main() -> None:
     grammar = child("grammar")
     states = {"lean states (treeqa)": child("lean"), "states with the logits table (llama-cpp-python)": child("stock")}
     lines = ["# llama.cpp paths: treeqa's vs llama-cpp-python's", "",
-             f"Command: `python benchmarks/engine_paths.py` (run alone, embedded model, {time.strftime('%Y-%m-%d')}).", "",
-             "## Greedy decoding of a JSON review, at most 75 tokens (prompt in the KV cache; the better of two runs)", "",
+             "Command: `python benchmarks/engine_paths.py` "
+             f"(run alone, embedded model, {time.strftime('%Y-%m-%d')}).", "",
+             "## Greedy decoding of a JSON review, at most 75 tokens "
+             "(prompt in the KV cache; the better of two runs)", "",
              "| path | tokens | seconds | ms/token |", "|---|---|---|---|"]
     lines += [f"| {k} | {v['tokens']} | {v['seconds']} | {v['ms_per_token']} |" for k, v in grammar.items()]
     lines += ["", "## Two ~600-token system prompts used alternately, 3 questions, RAM cache 512 MB", "",
               "| states | first two calls (s) | resumed call (s) | peak RSS (MB) |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['first_two_calls_s']} | {v['resumed_call_s']} | {v['peak_rss_mb']} |" for k, v in states.items()]
+    lines += [f"| {k} | {v['first_two_calls_s']} | {v['resumed_call_s']} | {v['peak_rss_mb']} |"
+              for k, v in states.items()]
     text = "\n".join(lines) + "\n"
     args.out.write_text(text)
     print(text)

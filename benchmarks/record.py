@@ -22,7 +22,8 @@ from treeqa.runs import comparison_table
 from treeqa.stats import NO_DIFFERENCE, compare_records, run_intervals
 
 HERE = Path(__file__).parent
-FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "lm_calls_per_q", "prompt_tokens_per_q", "prompt_tokens_cached_per_q",
+FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "lm_calls_per_q", "prompt_tokens_per_q",
+           "prompt_tokens_cached_per_q",
            "completion_tokens_per_q", "seconds_per_q", "parse_success", "failed_calls", "errors"]
 
 
@@ -95,15 +96,17 @@ def rebuild_readme() -> None:
     (HERE / "README.md").write_text(
         "# Benchmarks\n\nEvery figure below was measured on a 2-core CPU with the embedded model "
         "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) unless the YAML says otherwise; each YAML file holds the exact "
-        "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md` and `foundation.md` are the speed "
-        "benchmarks.\n\nEM and F1 carry 95% bootstrap intervals over the questions (10,000 seeded resamples). "
-        "On 30 questions one question is 3.3 EM; whether two rows differ is not read off their intervals "
-        "but from a paired comparison on the same questions (below). The dev30 files were recorded before the intervals "
-        "existed: their EM interval is computed from n and the EM count (the same bootstrap), their F1 has none, and "
-        "their recall@15 counted gold titles, not gold paragraphs.\n\n" + "\n".join(rows) + "\n\n## Paired comparisons\n\n"
+        "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md` and `foundation.md` are "
+        "the speed benchmarks; `faults.md` lists the faults tried and what happens now.\n\n"
+        "EM and F1 carry 95% bootstrap intervals over the questions (10,000 seeded resamples). On 30 questions "
+        "one question is 3.3 EM; whether two rows differ is not read off their intervals but from a paired "
+        "comparison on the same questions (below). The dev30 files were recorded before the intervals existed: "
+        "their EM interval is computed from n and the EM count (the same bootstrap), their F1 has none, and their "
+        "recall@15 counted gold titles, not gold paragraphs.\n\n" + "\n".join(rows)
+        + "\n\n## Paired comparisons\n\n"
         "A vs B on their common questions: the mean difference A - B with its 95% paired-bootstrap interval, the "
-        f"questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse only "
-        f"when the interval excludes 0, else \"{NO_DIFFERENCE}\".\n\n" + "\n".join(paired))
+        "questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse "
+        f"only when the interval excludes 0, else \"{NO_DIFFERENCE}\".\n\n" + "\n".join(paired))
 
 
 def main() -> None:

@@ -5,8 +5,8 @@ import json
 
 import dspy
 import pytest
-
 from fakes import FakeRetriever, scripted_lm
+
 from treeqa.programs.baselines import ChainOfThoughtAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
 
 

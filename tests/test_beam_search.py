@@ -12,8 +12,8 @@ import re
 
 import dspy
 import pytest
-
 from fakes import FakeRetriever, Overlap, scripted_lm
+
 from treeqa.data.corpus import Passage
 from treeqa.programs.beam_search import PRESETS, BeamSearchQA
 from treeqa.programs.support import same_question

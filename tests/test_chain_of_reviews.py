@@ -5,11 +5,17 @@ import json
 import dspy
 import pytest
 
-from tests.review_fakes import (Q, FakeRetriever, answering, no_real_encoder, passage,  # noqa: F401 - autouse
-                                review, run)
+from tests.review_fakes import (  # noqa: F401 - autouse
+    FakeRetriever,
+    Q,
+    answering,
+    no_real_encoder,
+    passage,
+    review,
+    run,
+)
 from treeqa.programs.tree_of_reviews import ChainOfReviews
 from treeqa.signatures.review import ReviewWithReasoning
-
 
 
 def by_turn(actions, **kw):

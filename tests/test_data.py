@@ -114,8 +114,9 @@ def test_a_gold_answer_of_another_type_names_file_and_line(settings_env, tmp_pat
 def test_gold_paragraphs_are_identified_by_title_and_text(settings_env, tmp_path):
     record = {"id": "m1", "question": "q", "answer": "Lucerne", "answer_aliases": [], "answerable": True,
               "question_decomposition": [],
-              "paragraphs": [{"idx": 0, "title": "Weggis", "paragraph_text": "Weggis is a  town.", "is_supporting": True},
-                             {"idx": 1, "title": "Weggis", "paragraph_text": "Weggis has a port.", "is_supporting": False}]}
+              "paragraphs": [
+                  {"idx": 0, "title": "Weggis", "paragraph_text": "Weggis is a  town.", "is_supporting": True},
+                  {"idx": 1, "title": "Weggis", "paragraph_text": "Weggis has a port.", "is_supporting": False}]}
     _data_dir_with(tmp_path, "musique/musique_ans_dev_subset.jsonl", json.dumps(record) + "\n")
     settings_env(data_dir=tmp_path)
     (ex,) = load_split("musique", "dev")

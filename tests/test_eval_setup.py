@@ -8,7 +8,7 @@ import pytest
 from tests.fakes import FakeRetriever as NamedRetriever
 from tests.fakes import scripted_lm as scripted_kind_lm
 from tests.generic_lm import generic_lm
-from tests.review_fakes import Q, FakeRetriever, answering, no_real_encoder, passage, run  # noqa: F401 - autouse
+from tests.review_fakes import FakeRetriever, Q, answering, no_real_encoder, passage, run  # noqa: F401 - autouse
 from treeqa.cli import default_split
 from treeqa.optimize import splits_for
 from treeqa.programs import PROGRAMS, BeamSearchQA, ChainOfReviews, TreeOfReviews, build_program, uses_retriever

@@ -27,7 +27,8 @@ class EchoProgram(dspy.Module):
 
 def _examples():
     return [
-        dspy.Example(id="a", question="capital of France", answers=["Paris"], gold_ids=["1", "3"]).with_inputs("question"),
+        dspy.Example(id="a", question="capital of France", answers=["Paris"],
+                     gold_ids=["1", "3"]).with_inputs("question"),
         dspy.Example(id="b", question="explode please", answers=["x"]).with_inputs("question"),
         dspy.Example(id="c", question="capital of Italy", answers=["Rome"]).with_inputs("question"),
     ]

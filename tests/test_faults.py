@@ -100,7 +100,8 @@ def test_2_a_compiled_file_cannot_choose_the_lm(tmp_path, caplog):
 
 
 @pytest.mark.parametrize(("edit", "match"), [
-    (lambda s: s["answer"].update(demos=[{"question": "q", "answer": "a", "shell": "rm -rf /"}]), "signature lacks: shell"),
+    (lambda s: s["answer"].update(demos=[{"question": "q", "answer": "a", "shell": "rm -rf /"}]),
+     "signature lacks: shell"),
     (lambda s: s["answer"].update(demos="not a list"), "'demos' must be a list"),
     (lambda s: s["answer"].update(demos=[["q", "a"]]), "a demo must be an object"),
     (lambda s: s["answer"]["signature"].update(instructions=42), "'instructions' as text"),

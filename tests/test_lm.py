@@ -6,7 +6,6 @@ import time
 import dspy
 import pytest
 
-from tests.conftest import SHARED_DATA
 from treeqa import local_model
 from treeqa.lm import LlamaEngine, get_lm, local_engine
 
@@ -195,8 +194,9 @@ class _Planted:
 
 
 def test_dspy_cache_refuses_unknown_pickled_types(settings_env, tmp_path, monkeypatch):
-    import treeqa.lm
     from dspy.clients.disk_serialization import DeserializationError
+
+    import treeqa.lm
 
     settings_env(cache_dir=tmp_path)
     monkeypatch.setattr(treeqa.lm, "_cache_secured", False)

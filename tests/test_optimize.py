@@ -8,8 +8,17 @@ import treeqa.lm
 from tests.generic_lm import generic_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
-from treeqa.optimize import (OPTIMIZERS, OptimizeSpec, changed_instructions, em_feedback_metric, gepa_split, em_metric, max_calls_per_question,
-                             run_optimize, splits_for)
+from treeqa.optimize import (
+    OPTIMIZERS,
+    OptimizeSpec,
+    changed_instructions,
+    em_feedback_metric,
+    em_metric,
+    gepa_split,
+    max_calls_per_question,
+    run_optimize,
+    splits_for,
+)
 from treeqa.programs import build_program
 
 # fixture questions: dev "Rigi Railway company" -> Lake Zurich, "Weggis" -> yes; train "cog railway" -> 1871

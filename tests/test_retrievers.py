@@ -5,8 +5,7 @@ import pytest
 from tests.conftest import SHARED_DATA, requires_shared_data
 from treeqa.data import load_corpus, load_split
 from treeqa.data.corpus import Passage, passage_id
-from treeqa.retrievers import BM25Retriever, DenseRetriever, IndexMissingError, get_retriever
-from treeqa.retrievers import store
+from treeqa.retrievers import BM25Retriever, DenseRetriever, IndexMissingError, get_retriever, store
 
 
 def _passage(title, text):
@@ -142,7 +141,7 @@ def test_a_damaged_index_is_found_and_rebuilt_or_refused(cls, kind, damage, tmp_
     else:
         text = (folder / store.PASSAGES_FILE).read_text()
         (folder / store.PASSAGES_FILE).write_text(text.replace("Espresso is coffee", "Espresso is tea"))
-    with pytest.raises(store.IndexCorruptError, match=f"differs from the manifest.*treeqa index build --dataset demo"):
+    with pytest.raises(store.IndexCorruptError, match="differs from the manifest.*treeqa index build --dataset demo"):
         cls.for_corpus(CORPUS, tmp_path, "demo", build=False)
     rebuilt = cls.for_corpus(CORPUS, tmp_path, "demo")
     assert builds == [4, 4] and rebuilt.passages == CORPUS

@@ -2,9 +2,10 @@
 
 import dspy
 import pytest
+from dspy.utils.exceptions import AdapterParseError
+from fakes import scripted_lm
 from pydantic import TypeAdapter
 
-from fakes import scripted_lm
 from treeqa.signatures.answer import Answer, AnswerFromPassages
 from treeqa.signatures.ask import Ask, parse_questions
 from treeqa.signatures.evidence import GenerateBackground, SummarizeEvidence
@@ -83,7 +84,7 @@ def test_score_through_the_chat_adapter(raw, expected):
 
 def test_garbage_score_is_a_parse_error():
     lm, engine = scripted_lm(lambda kind, inputs: {"confidence": "not sure at all"})
-    with dspy.context(lm=lm), pytest.raises(Exception):
+    with dspy.context(lm=lm), pytest.raises(AdapterParseError):
         dspy.Predict(Score)(question="q?", history="(none yet)", answer="a")
 
 

@@ -2,8 +2,16 @@
 
 import pytest
 
-from treeqa.stats import (NO_DIFFERENCE, bootstrap_ci, compare_records, describe, mcnemar_exact, paired_comparison,
-                          run_intervals, verdict)
+from treeqa.stats import (
+    NO_DIFFERENCE,
+    bootstrap_ci,
+    compare_records,
+    describe,
+    mcnemar_exact,
+    paired_comparison,
+    run_intervals,
+    verdict,
+)
 
 
 @pytest.mark.parametrize(("wins", "losses", "p"), [

@@ -6,7 +6,6 @@ import json
 import dspy
 import jsonschema
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 
 from tests.review_fakes import FakeRetriever
 from treeqa.lm import LlamaEngine, adapter_for, get_lm

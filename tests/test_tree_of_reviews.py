@@ -9,12 +9,18 @@ import numpy as np
 import pytest
 
 from tests.fakes import Overlap
-from tests.review_fakes import (Q, FakeRetriever, answering, no_real_encoder, passage,  # noqa: F401 - autouse
-                                review, run)
+from tests.review_fakes import (  # noqa: F401 - autouse
+    FakeRetriever,
+    Q,
+    answering,
+    no_real_encoder,
+    passage,
+    review,
+    run,
+)
 from treeqa.programs.tree_of_reviews import RECALL_K, TreeOfReviews, rank_retrieved
 from treeqa.signatures.fusion import Evidence
 from treeqa.signatures.review import CompleteMissingParagraph, ParagraphReview, ReviewWithReasoning
-
 
 
 def always(action, **kw):

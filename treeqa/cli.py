@@ -150,7 +150,8 @@ def evaluate_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    programs: Annotated[str, typer.Option(help="Comma-separated programs, run one after another.")] = "direct,rta,beam,tor",
+    programs: Annotated[str, typer.Option(help="Comma-separated programs, run one after another.")] = (
+        "direct,rta,beam,tor"),
     against: Annotated[str | None, typer.Option(help="The program every other one is paired with "
                                                     "(default: rta when listed, else the first).")] = None,
     dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
@@ -240,8 +241,10 @@ def ask(
 @app.command("optimize")
 def optimize_cmd(
     program: Annotated[str, typer.Option(help="beam, tor, cor, rta, direct, cot or genread.")] = "tor",
-    dataset: Annotated[str, typer.Option(help="hotpotqa, 2wikimultihopqa, musique, nq, triviaqa or webq.")] = "hotpotqa",
-    optimizer: Annotated[str, typer.Option(help="bootstrap, random-search, mipro, copro, simba or gepa.")] = "bootstrap",
+    dataset: Annotated[str, typer.Option(help="hotpotqa, 2wikimultihopqa, musique, nq, triviaqa or webq.")] = (
+        "hotpotqa"),
+    optimizer: Annotated[str, typer.Option(help="bootstrap, random-search, mipro, copro, simba or gepa.")] = (
+        "bootstrap"),
     train: Annotated[int, typer.Option(help="Training questions to compile on.")] = 20,
     dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 20,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,

@@ -20,7 +20,16 @@ from pydantic import BaseModel, Field, model_validator
 
 from treeqa.metrics import exact_match
 from treeqa.programs import validate_params
-from treeqa.runs import RUNS_DIR, EvalSpec, check_spec_names, comparison_table, data_line, markdown_table, run_evaluation, versions
+from treeqa.runs import (
+    RUNS_DIR,
+    EvalSpec,
+    check_spec_names,
+    comparison_table,
+    data_line,
+    markdown_table,
+    run_evaluation,
+    versions,
+)
 from treeqa.stats import compare_records
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa")
@@ -66,8 +75,15 @@ def splits_for(dataset: str) -> tuple[str, str]:
 
 def max_calls_per_question(program: dspy.Module) -> int:
     """The most LM calls one question can take with this program (no DSPy retries counted)."""
-    from treeqa.programs import (BeamSearchQA, ChainOfReviews, ChainOfThoughtAnswer, DirectAnswer, GenRead,
-                                 RetrieveThenAnswer, TreeOfReviews)
+    from treeqa.programs import (
+        BeamSearchQA,
+        ChainOfReviews,
+        ChainOfThoughtAnswer,
+        DirectAnswer,
+        GenRead,
+        RetrieveThenAnswer,
+        TreeOfReviews,
+    )
 
     if isinstance(program, (DirectAnswer, ChainOfThoughtAnswer, RetrieveThenAnswer)):
         return 1
@@ -168,7 +184,8 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
     if spec.optimizer == "bootstrap":
         return BootstrapFewShot(**common, teacher_settings=teacher, max_errors=10_000), {}
     if spec.optimizer == "random-search":
-        return BootstrapFewShotWithRandomSearch(**common, teacher_settings=teacher, num_candidate_programs=t["candidates"],
+        return BootstrapFewShotWithRandomSearch(**common, teacher_settings=teacher,
+                                                num_candidate_programs=t["candidates"],
                                                 num_threads=spec.threads, max_errors=10_000), {}
     if spec.optimizer == "mipro":
         return (MIPROv2(**common, prompt_model=proposer, task_model=task_lm, teacher_settings=teacher, auto=None,
@@ -285,7 +302,8 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     echo(f"[3/3] compiled {spec.program} on the same {spec.dev} questions")
     comp = run_evaluation(eval_spec, out_dir / "compiled", program=compiled)
 
-    rows = {f"{spec.program} zero-shot": zero["summary"], f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
+    rows = {f"{spec.program} zero-shot": zero["summary"],
+            f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
     table = markdown_table(rows)
     paired = compare_records(comp["records"], zero["records"])
     paired_table = comparison_table({"compiled vs zero-shot": paired})

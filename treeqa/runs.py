@@ -98,7 +98,8 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
 
 def comparison_table(comparisons: dict[str, dict[str, Any]]) -> str:
     """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table."""
-    lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] | F1 verdict |",
+    lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] "
+             "| F1 verdict |",
              "|---|---|---|---|---|---|---|---|"]
     for label, c in comparisons.items():
         em, f1 = c["em"], c.get("f1")

@@ -3,4 +3,5 @@
 from treeqa.data.corpus import Passage, corpus_description, load_corpus
 from treeqa.data.loaders import DATASETS, EVAL_SPLITS, SPLITS, DataError, load_examples, load_split, sample
 
-__all__ = ["DATASETS", "EVAL_SPLITS", "corpus_description", "SPLITS", "DataError", "Passage", "load_corpus", "load_examples", "load_split", "sample"]
+__all__ = ["DATASETS", "EVAL_SPLITS", "SPLITS", "DataError", "Passage", "corpus_description", "load_corpus",
+           "load_examples", "load_split", "sample"]

@@ -233,7 +233,8 @@ def _usable_answers(answers: list, path: Path, where: str) -> list[str]:
 # --- hub fallback: the official datasets, converted to the same examples ----------------
 
 def _hub_hotpot(row: dict, i: int) -> dspy.Example:
-    context = {title: " ".join(s) for title, s in zip(row["context"]["title"], row["context"]["sentences"], strict=True)}
+    pairs = zip(row["context"]["title"], row["context"]["sentences"], strict=True)
+    context = {title: " ".join(sentences) for title, sentences in pairs}
     gold = [(title, context.get(title, "")) for title in _unique(row["supporting_facts"]["title"])]
     return _example(row["id"], row["question"], [row["answer"]], gold)
 

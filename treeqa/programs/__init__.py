@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import dspy
@@ -49,7 +49,7 @@ def check_names(name: str, preset: str | None = None) -> None:
             raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(BEAM_PRESETS)}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def settings_model(name: str) -> type[BaseModel]:
     """The settings program `name` takes, as a pydantic model read off its constructor
     (name, type, default), so command-line values, compiled files and code are checked alike."""
@@ -106,5 +106,6 @@ def build_program(name: str, retriever: Retriever | None = None, preset: str | N
     return PROGRAMS[name](retriever, **params)
 
 
-__all__ = ["BEAM_PRESETS", "PROGRAMS", "check_names", "settings_model", "validate_params", "BeamSearchQA", "ChainOfReviews", "ChainOfThoughtAnswer", "DirectAnswer",
+__all__ = ["BEAM_PRESETS", "PROGRAMS", "check_names", "settings_model", "validate_params", "BeamSearchQA",
+           "ChainOfReviews", "ChainOfThoughtAnswer", "DirectAnswer",
            "GenRead", "RetrieveThenAnswer", "TreeOfReviews", "build_program", "program_name", "uses_retriever"]

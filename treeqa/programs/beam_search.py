@@ -19,8 +19,7 @@ import dspy
 from treeqa.data.corpus import Passage
 from treeqa.programs.calls import record_failure, safe_call
 from treeqa.programs.parallel import check_threads, map_calls
-from treeqa.programs.support import (PassageLog, SharedRef, check_question, check_retriever, question_key,
-                                     same_question)
+from treeqa.programs.support import PassageLog, SharedRef, check_question, check_retriever, question_key, same_question
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer, clean_answer

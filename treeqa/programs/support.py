@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from treeqa.data.corpus import Passage
 from treeqa.retrievers.base import Retriever
 
-
 MAX_QUESTION_CHARS = 2000  # a question, not a document: longer input would crowd the prompts out
 
 

@@ -353,7 +353,7 @@ class TreeOfReviews(_ReviewProgram):
             return failures, self._review_call(run.question, path + [passage], failures, "review",
                                                self._can_expand(depth))
 
-        return {p.id: result for p, result in zip(todo, map_calls(review_one, todo, self.threads))}
+        return {p.id: result for p, result in zip(todo, map_calls(review_one, todo, self.threads), strict=True)}
 
     def _visit(self, run: _Run, passage: Passage, parent: int, path: list[Passage], query: str, depth: int,
                ready: tuple[list[dict], ReviewOutcome | None] | None = None) -> None:

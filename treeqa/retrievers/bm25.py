@@ -31,7 +31,7 @@ class BM25Retriever(Retriever):
         self.model = model
 
     @classmethod
-    def build(cls, passages: list[Passage], progress: bool = True) -> "BM25Retriever":
+    def build(cls, passages: list[Passage], progress: bool = True) -> BM25Retriever:
         import bm25s
 
         if not passages:
@@ -48,7 +48,7 @@ class BM25Retriever(Retriever):
         return store.publish(tmp, folder)
 
     @classmethod
-    def load(cls, folder: Path) -> "BM25Retriever":
+    def load(cls, folder: Path) -> BM25Retriever:
         import bm25s
 
         folder = Path(folder)
@@ -59,7 +59,7 @@ class BM25Retriever(Retriever):
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
-                   build: bool = True) -> "BM25Retriever":
+                   build: bool = True) -> BM25Retriever:
         folder = Path(index_root) / f"{name}-bm25-{store.fingerprint(passages, MODEL)}"
 
         def build_and_save() -> BM25Retriever:
@@ -81,6 +81,6 @@ class BM25Retriever(Retriever):
             docs, scores = self.model.retrieve([tokens], k=k, show_progress=False)
             results.append([
                 Passage(self.passages[d].id, self.passages[d].title, self.passages[d].text, float(s))
-                for d, s in zip(np.asarray(docs[0]).tolist(), np.asarray(scores[0]).tolist()) if s > 0
+                for d, s in zip(np.asarray(docs[0]).tolist(), np.asarray(scores[0]).tolist(), strict=True) if s > 0
             ])
         return results

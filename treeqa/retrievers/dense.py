@@ -82,7 +82,7 @@ class DenseRetriever(Retriever):
         self.index = index
 
     @classmethod
-    def build(cls, passages: list[Passage], progress: bool = True) -> "DenseRetriever":
+    def build(cls, passages: list[Passage], progress: bool = True) -> DenseRetriever:
         """Embed every passage and index it in memory."""
         if not passages:
             raise ValueError("cannot index an empty corpus")
@@ -99,7 +99,7 @@ class DenseRetriever(Retriever):
         return store.publish(tmp, folder)
 
     @classmethod
-    def load(cls, folder: Path) -> "DenseRetriever":
+    def load(cls, folder: Path) -> DenseRetriever:
         import faiss
 
         folder = Path(folder)
@@ -115,7 +115,7 @@ class DenseRetriever(Retriever):
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
-                   build: bool = True) -> "DenseRetriever":
+                   build: bool = True) -> DenseRetriever:
         """Load the index of this exact corpus and model from `index_root`, building it if allowed
         (and rebuilding it if its files no longer match their manifest)."""
         folder = Path(index_root) / f"{name}-dense-{store.fingerprint(passages, model_name())}"
@@ -134,6 +134,6 @@ class DenseRetriever(Retriever):
         scores, rows = self.index.search(embed(queries), min(k, len(self.passages)))
         return [
             [Passage(self.passages[r].id, self.passages[r].title, self.passages[r].text, float(s))
-             for s, r in zip(score_row, row) if r >= 0]
-            for score_row, row in zip(scores, rows)
+             for s, r in zip(score_row, row, strict=True) if r >= 0]
+            for score_row, row in zip(scores, rows, strict=True)
         ]

@@ -9,9 +9,9 @@ dropping the pieces that come last rather than overflowing the model's window.
 
 from __future__ import annotations
 
-from typing import ClassVar
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import dspy
 
