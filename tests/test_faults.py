@@ -105,7 +105,7 @@ def test_2_a_compiled_file_cannot_choose_the_lm(tmp_path, caplog):
     (lambda s: s["answer"].update(demos="not a list"), "'demos' must be a list"),
     (lambda s: s["answer"].update(demos=[["q", "a"]]), "a demo must be an object"),
     (lambda s: s["answer"]["signature"].update(instructions=42), "'instructions' as text"),
-    (lambda s: s["treeqa"].update(params={"k": "many"}), "not a setting of direct"),
+    (lambda s: s["treeqa"].update(settings={"k": "many"}), "not a setting of direct"),
 ])
 def test_2_bad_demos_and_settings_in_a_compiled_file_are_named(tmp_path, edit, match):
     with pytest.raises((CompiledProgramError, ValueError), match=match):

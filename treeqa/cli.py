@@ -8,7 +8,13 @@ from typing import Annotated
 
 import typer
 
+from treeqa.data.loaders import DATASETS
+from treeqa.optimize import OPTIMIZERS
+from treeqa.programs import PRESETS, PROGRAMS
 from treeqa.settings import get_settings
+
+PROGRAM_NAMES = ", ".join(PROGRAMS)
+PRESET_NAMES = ", ".join(PRESETS["beam"])
 
 app = typer.Typer(help="Question answering by search (ALLIES beam search, Tree of Reviews) with DSPy.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -98,7 +104,7 @@ def default_split(dataset: str) -> str:
 
 @app.command("evaluate")
 def evaluate_cmd(
-    program: Annotated[str | None, typer.Option(help="beam, tor, cor, rta, direct, cot or genread.")] = None,
+    program: Annotated[str | None, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = None,
     dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
     split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report: dev for the "
                                                    "multi-hop sets, test for nq, triviaqa and webq).")] = None,
@@ -107,7 +113,7 @@ def evaluate_cmd(
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
-    preset: Annotated[str | None, typer.Option(help="beam only: nq, triviaqa or webq settings.")] = None,
+    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_NAMES}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable).")] = [],
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
@@ -120,7 +126,7 @@ def evaluate_cmd(
                                                  "failed (0: never stop).")] = 10,
 ) -> None:
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
-    from treeqa.compiled import load_program, read_recipe
+    from treeqa.compiled import load_program, read_recipe, recipe_settings
     from treeqa.evaluation import RunAborted
     from treeqa.runs import EvalSpec, run_evaluation
 
@@ -130,7 +136,8 @@ def evaluate_cmd(
         if compiled:
             recipe, _ = read_recipe(compiled)
             loaded = load_program(compiled, expect=program)
-            program, preset, params = recipe["program"], recipe.get("preset"), recipe.get("params") or {}
+            program = recipe["program"]
+            params, preset = recipe_settings(recipe)
             params = {**params, "_compiled": str(Path(compiled).resolve())}
         if program is None:
             _fail("name a --program, or give a --compiled file")
@@ -240,11 +247,9 @@ def ask(
 
 @app.command("optimize")
 def optimize_cmd(
-    program: Annotated[str, typer.Option(help="beam, tor, cor, rta, direct, cot or genread.")] = "tor",
-    dataset: Annotated[str, typer.Option(help="hotpotqa, 2wikimultihopqa, musique, nq, triviaqa or webq.")] = (
-        "hotpotqa"),
-    optimizer: Annotated[str, typer.Option(help="bootstrap, random-search, mipro, copro, simba or gepa.")] = (
-        "bootstrap"),
+    program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = "tor",
+    dataset: Annotated[str, typer.Option(help=f"One of {', '.join(DATASETS)}.")] = "hotpotqa",
+    optimizer: Annotated[str, typer.Option(help=f"One of {', '.join(OPTIMIZERS)}.")] = "bootstrap",
     train: Annotated[int, typer.Option(help="Training questions to compile on.")] = 20,
     dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 20,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,
@@ -254,7 +259,7 @@ def optimize_cmd(
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
     threads: Annotated[int, typer.Option(help="Parallel questions (remote LMs; the embedded one is serial).")] = 1,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/optimize/).")] = None,
-    preset: Annotated[str | None, typer.Option(help="beam only: the paper's nq, triviaqa or webq settings.")] = None,
+    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_NAMES}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable), "
                                                   "e.g. depth=2, widths=[5,3,3], expansion=mpc.")] = [],
     max_demos: Annotated[int, typer.Option(help="Bootstrapped demos per predictor.")] = 2,

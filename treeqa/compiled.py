@@ -1,8 +1,10 @@
 """Compiled programs on disk: DSPy's JSON state plus what it takes to rebuild the program.
 
 The file is what `program.save("x.json")` writes (demos and instructions per predictor,
-DSPy's dependency versions) with one extra key, "treeqa", naming the program, its
-settings and its retriever. `load_program` rebuilds that program and loads the state, so an
+DSPy's dependency versions) with one extra key, "treeqa", naming the program, every one of
+its settings (as the program reports them, not as they were typed) and its retriever.
+Files of format 1 (before settings were stored) kept the command-line params and preset,
+and still load. `load_program` rebuilds that program and loads the state, so an
 app needs one line. Only JSON is read: pickled programs are refused.
 
 A compiled file is untrusted input: of each predictor's state only the instructions, the
@@ -20,7 +22,7 @@ from typing import Any
 
 import dspy
 
-FORMAT = 1
+FORMAT = 2
 _SCALARS = (str, int, float, bool, type(None))
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset:
     program.save(str(path))
     state = json.loads(path.read_text())
     state["treeqa"] = {"format": FORMAT, "program": name, "dataset": dataset, "retriever": retriever,
-                       "preset": preset, "params": params or {}, **(extra or {})}
+                       "settings": program.method_settings, "preset": preset, "params": params or {}, **(extra or {})}
     path.write_text(json.dumps(state, indent=2, ensure_ascii=False))
     return path
 
@@ -61,7 +63,18 @@ def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(recipe, dict) or "program" not in recipe:
         raise CompiledProgramError(f"{path}: not a treeqa compiled program (no 'treeqa' section); "
                                    "load plain DSPy state with program.load(path) on a program you build")
+    if not isinstance(recipe.get("format", 1), int) or recipe.get("format", 1) > FORMAT:
+        raise CompiledProgramError(f"{path}: format {recipe.get('format')!r} is newer than this treeqa reads "
+                                   f"({FORMAT}); upgrade treeqa")
     return recipe, state
+
+
+def recipe_settings(recipe: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """(settings, preset) to rebuild the program with: the stored settings (format 2), or the
+    command-line params and preset of a format-1 file."""
+    if isinstance(recipe.get("settings"), dict):
+        return dict(recipe["settings"]), None
+    return dict(recipe.get("params") or {}), recipe.get("preset")
 
 
 def _json_value(value, depth: int = 0) -> bool:
@@ -143,7 +156,7 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None) ->
     name = recipe["program"]
     if expect is not None and expect != name:
         raise CompiledProgramError(f"{path} holds a compiled {name!r} program, not {expect!r}")
-    params, preset = recipe.get("params") or {}, recipe.get("preset")
+    params, preset = recipe_settings(recipe)
     if retriever is None and uses_retriever(name, params, preset):
         from treeqa.retrievers import get_retriever
 

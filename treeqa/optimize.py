@@ -75,37 +75,7 @@ def splits_for(dataset: str) -> tuple[str, str]:
 
 def max_calls_per_question(program: dspy.Module) -> int:
     """The most LM calls one question can take with this program (no DSPy retries counted)."""
-    from treeqa.programs import (
-        BeamSearchQA,
-        ChainOfReviews,
-        ChainOfThoughtAnswer,
-        DirectAnswer,
-        GenRead,
-        RetrieveThenAnswer,
-        TreeOfReviews,
-    )
-
-    if isinstance(program, (DirectAnswer, ChainOfThoughtAnswer, RetrieveThenAnswer)):
-        return 1
-    if isinstance(program, GenRead):
-        return 2
-    if isinstance(program, BeamSearchQA):
-        evidence = 0 if program.evidence == "none" else 1
-        seeds = 2 * 2 + evidence
-        return seeds + program.depth * program.beam_size * (1 + program.max_queries * (evidence + 2))
-    if isinstance(program, TreeOfReviews):
-        nodes, level = 0, 1
-        expandable = 0
-        for d, width in enumerate(program.widths):
-            level *= width
-            nodes += level
-            if d < len(program.widths) - 1:
-                expandable += level
-        mpc = expandable if program.expansion == "mpc" else 0
-        return nodes + mpc + 1
-    if isinstance(program, ChainOfReviews):
-        return program.max_turns * (2 if program.expansion == "mpc" else 1) + 1
-    raise ValueError(f"no call bound for {type(program).__name__}")
+    return type(program).call_bound(program.settings)
 
 
 def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[str, int]) -> int:
@@ -209,8 +179,11 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
 
 # --- the run --------------------------------------------------------------------------------
 
-def plan(spec: OptimizeSpec, program: dspy.Module) -> dict[str, int]:
-    per_q = max_calls_per_question(program)
+def plan(spec: OptimizeSpec) -> dict[str, int]:
+    """The LM-call budget of a run, from the settings alone (no index, no model)."""
+    from treeqa.programs import call_bound
+
+    per_q = call_bound(spec.program, spec.params, spec.preset)
     return {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q,
             "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
             "compiled_max": spec.dev * per_q}
@@ -248,15 +221,15 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
     fit_on, valset = gepa_split(trainset) if spec.optimizer == "gepa" else (trainset, None)
-    needs_index = uses_retriever(spec.program, spec.params, spec.preset)
-    retriever = get_retriever(spec.dataset, spec.retriever) if needs_index else None
-    program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
-    calls = plan(spec, program)
+    calls = plan(spec)
     echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
          f"zero-shot ≤ {calls['zero_shot_max']:,}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
          f"{len(trainset)} train), compiled ≤ {calls['compiled_max']:,}")
-    if plan_only:
+    if plan_only:  # computed from the settings: no index is built, no model loaded
         return {"plan": calls, "out": out_dir}
+    needs_index = uses_retriever(spec.program, spec.params, spec.preset)
+    retriever = get_retriever(spec.dataset, spec.retriever) if needs_index else None
+    program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
         decisive = {"threads", "api_base", "cache"}

@@ -119,14 +119,16 @@ def data_line(data: dict[str, str]) -> str:
 def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
     """(calls in parallel inside a question, questions in parallel) for `--threads`.
 
-    The embedded engine serves one call at a time: both are 1. Against an endpoint, beam and
-    tor send a level's calls together; the single-path programs run questions in parallel.
+    The embedded engine serves one call at a time: both are 1. Against an endpoint, programs
+    that declare `concurrent` (beam, tor) send a level's calls together; the others run
+    questions in parallel.
     """
     from treeqa.lm import LlamaEngine
+    from treeqa.programs import PROGRAMS
 
     if threads <= 1 or isinstance(getattr(lm, "_engine_spec", None), LlamaEngine):
         return 1, 1
-    return (threads, 1) if program in ("beam", "tor") else (1, threads)
+    return (threads, 1) if PROGRAMS[program].concurrent else (1, threads)
 
 
 def claim_folder(out_dir: Path, spec: EvalSpec) -> None:

@@ -1,22 +1,21 @@
-"""The QA programs, by the short names the command line uses."""
+"""The QA programs, by the short names the command line uses.
+
+Adding a program is one file (a `QAProgram` subclass, see `contract.py`) and one line here;
+everything else (the command line, runs, plans, compiled files) reads the class's contract.
+"""
 
 from __future__ import annotations
 
-import inspect
-import typing
-from functools import cache
 from typing import Any
-
-import dspy
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from treeqa.programs.baselines import ChainOfThoughtAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
 from treeqa.programs.beam_search import PRESETS as BEAM_PRESETS
 from treeqa.programs.beam_search import BeamSearchQA
+from treeqa.programs.contract import QAProgram
 from treeqa.programs.tree_of_reviews import ChainOfReviews, TreeOfReviews
 from treeqa.retrievers.base import Retriever
 
-PROGRAMS: dict[str, type[dspy.Module]] = {
+PROGRAMS: dict[str, type[QAProgram]] = {
     "beam": BeamSearchQA,
     "tor": TreeOfReviews,
     "cor": ChainOfReviews,
@@ -25,9 +24,10 @@ PROGRAMS: dict[str, type[dspy.Module]] = {
     "cot": ChainOfThoughtAnswer,
     "genread": GenRead,
 }
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {"beam": BEAM_PRESETS}  # program -> preset name -> settings
 
 
-def program_name(program: dspy.Module) -> str:
+def program_name(program: QAProgram) -> str:
     """The registry name of a program instance's class."""
     for name, cls in PROGRAMS.items():
         if type(program) is cls:
@@ -35,77 +35,52 @@ def program_name(program: dspy.Module) -> str:
     raise ValueError(f"{type(program).__name__} is not a registered program")
 
 
-NOT_SETTINGS = ("self", "retriever", "embed_fn")  # constructor arguments that are objects, not settings
-
-
 def check_names(name: str, preset: str | None = None) -> None:
     """A clear error for an unknown program or preset, before anything is built or written."""
     if name not in PROGRAMS:
         raise ValueError(f"unknown program {name!r}; choose one of {', '.join(PROGRAMS)}")
     if preset is not None:
-        if name != "beam":
-            raise ValueError(f"presets are for the beam program, not {name!r}")
-        if preset not in BEAM_PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(BEAM_PRESETS)}")
-
-
-@cache
-def settings_model(name: str) -> type[BaseModel]:
-    """The settings program `name` takes, as a pydantic model read off its constructor
-    (name, type, default), so command-line values, compiled files and code are checked alike."""
-    check_names(name)
-    cls = PROGRAMS[name]
-    hints = typing.get_type_hints(cls.__init__)
-    fields = {}
-    for param in inspect.signature(cls.__init__).parameters.values():
-        if param.name in NOT_SETTINGS or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        fields[param.name] = (hints.get(param.name, Any), param.default)
-    return create_model(f"{cls.__name__}Settings", __config__=ConfigDict(extra="forbid", strict=False), **fields)
+        if name not in PRESETS:
+            raise ValueError(f"presets are for the {', '.join(PRESETS)} program, not {name!r}")
+        if preset not in PRESETS[name]:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS[name])}")
 
 
 def validate_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The given settings of program `name`, type-checked and converted ("no" -> False, "2" -> 2);
-    one line per bad value, naming the setting, what it needs and what it got."""
-    params = {k: v for k, v in (params or {}).items() if not k.startswith("_")}  # "_compiled" etc.: bookkeeping
-    model = settings_model(name)
-    try:
-        checked = model.model_validate(params)
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(str(part) for part in err["loc"]) or "?"
-            if err["type"] == "extra_forbidden":
-                lines.append(f"{key}: not a setting of {name} (settings: {', '.join(model.model_fields)})")
-            else:
-                lines.append(f"{key}: {err['msg'].lower()} (given: {err.get('input')!r})")
-        raise ValueError(f"bad settings for {name}:\n  " + "\n  ".join(lines)) from None
-    return checked.model_dump(exclude_unset=True)
+    """The given settings of program `name`, checked and converted (see `QAProgram.check_settings`)."""
+    check_names(name)
+    return PROGRAMS[name].check_settings(params, name)
+
+
+def resolve_settings(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
+    """Every setting program `name` would run with: the preset's, overridden by `params`, the
+    rest at their defaults. Nothing is built, so this is what plans and checks use."""
+    check_names(name, preset)
+    given = {**(PRESETS[name][preset] if preset else {}), **validate_params(name, params)}
+    return PROGRAMS[name].resolve_settings(given)
 
 
 def uses_retriever(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> bool:
     """Whether program `name` with these settings searches a corpus (so an index is needed)."""
-    check_names(name, preset)
-    params = params or {}
-    if name == "beam":
-        evidence = params.get("evidence", BEAM_PRESETS[preset]["evidence"] if preset else "retrieval")
-        return evidence == "retrieval"
-    return name in ("tor", "cor", "rta")
+    return PROGRAMS[name].needs_retriever(resolve_settings(name, params, preset))
+
+
+def call_bound(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> int:
+    """The most LM calls one question can take (see `QAProgram.call_bound`)."""
+    return PROGRAMS[name].call_bound(resolve_settings(name, params, preset))
 
 
 def build_program(name: str, retriever: Retriever | None = None, preset: str | None = None,
-                  **params: Any) -> dspy.Module:
+                  **params: Any) -> QAProgram:
     """A fresh, zero-shot program. `preset` (beam only) picks the paper's NQ/TriviaQA/WebQ settings."""
     check_names(name, preset)
     embed_fn = params.pop("embed_fn", None)
-    params = validate_params(name, params)
+    settings = {**(PRESETS[name][preset] if preset else {}), **validate_params(name, params)}
     if embed_fn is not None:
-        params["embed_fn"] = embed_fn
-    if preset is not None:
-        return BeamSearchQA.preset(preset, retriever, **params)
-    return PROGRAMS[name](retriever, **params)
+        settings["embed_fn"] = embed_fn
+    return PROGRAMS[name](retriever, **settings)
 
 
-__all__ = ["BEAM_PRESETS", "PROGRAMS", "check_names", "settings_model", "validate_params", "BeamSearchQA",
-           "ChainOfReviews", "ChainOfThoughtAnswer", "DirectAnswer",
-           "GenRead", "RetrieveThenAnswer", "TreeOfReviews", "build_program", "program_name", "uses_retriever"]
+__all__ = ["BEAM_PRESETS", "PRESETS", "PROGRAMS", "BeamSearchQA", "ChainOfReviews", "ChainOfThoughtAnswer",
+           "DirectAnswer", "GenRead", "QAProgram", "RetrieveThenAnswer", "TreeOfReviews", "build_program",
+           "call_bound", "check_names", "program_name", "resolve_settings", "uses_retriever", "validate_params"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dspy
 
 from treeqa.programs.calls import safe_call
+from treeqa.programs.contract import QAProgram
 from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -22,12 +23,16 @@ def _answer_of(pred: dspy.Prediction | None) -> str:
     return clean_answer(pred.answer) if pred is not None else ""
 
 
-class DirectAnswer(dspy.Module):
+class DirectAnswer(QAProgram):
     """The model answers from its own knowledge, in one call (ALLIES' first seed alone).
 
     Example:
         >>> DirectAnswer()(question="who wrote the opera carmen").answer
     """
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        return 1
 
     def __init__(self, retriever: Retriever | None = None):
         super().__init__()
@@ -40,13 +45,17 @@ class DirectAnswer(dspy.Module):
         return dspy.Prediction(answer=_answer_of(pred), failures=failures)
 
 
-class ChainOfThoughtAnswer(dspy.Module):
+class ChainOfThoughtAnswer(QAProgram):
     """The model reasons step by step, then answers from its own knowledge (one call).
 
     Example:
         >>> pred = ChainOfThoughtAnswer()(question="who wrote the opera carmen")
         >>> pred.reasoning, pred.answer
     """
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        return 1
 
     def __init__(self, retriever: Retriever | None = None):
         super().__init__()
@@ -60,7 +69,7 @@ class ChainOfThoughtAnswer(dspy.Module):
                                failures=failures)
 
 
-class RetrieveThenAnswer(dspy.Module):
+class RetrieveThenAnswer(QAProgram):
     """Retrieve the top-k passages for the question and answer from them (one LM call).
 
     Args:
@@ -71,6 +80,12 @@ class RetrieveThenAnswer(dspy.Module):
     Example:
         >>> RetrieveThenAnswer(get_retriever("hotpotqa"), k=5)(question="...").retrieved
     """
+
+    retrieves = True
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        return 1
 
     def __init__(self, retriever: Retriever | None = None, *, k: int = 5, passage_chars: int = 1000):
         super().__init__()
@@ -94,7 +109,7 @@ class RetrieveThenAnswer(dspy.Module):
         return dspy.Prediction(answer=_answer_of(pred), failures=failures, retrieved=list(passages))
 
 
-class GenRead(dspy.Module):
+class GenRead(QAProgram):
     """GENREAD (generate-then-read): the model writes a background document for the question,
     then answers from it (two LM calls, no retrieval).
 
@@ -102,6 +117,10 @@ class GenRead(dspy.Module):
         >>> pred = GenRead()(question="who wrote the opera carmen")
         >>> pred.document, pred.answer
     """
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        return 2
 
     def __init__(self, retriever: Retriever | None = None):
         super().__init__()

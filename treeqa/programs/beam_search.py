@@ -18,6 +18,7 @@ import dspy
 
 from treeqa.data.corpus import Passage
 from treeqa.programs.calls import record_failure, safe_call
+from treeqa.programs.contract import QAProgram
 from treeqa.programs.parallel import check_threads, map_calls
 from treeqa.programs.support import PassageLog, SharedRef, check_question, check_retriever, question_key, same_question
 from treeqa.retrievers.base import Retriever
@@ -75,7 +76,7 @@ def rank(states: list[SearchState]) -> list[SearchState]:
     return sorted(states, key=lambda s: (-s.confidence, s.id))
 
 
-class BeamSearchQA(dspy.Module):
+class BeamSearchQA(QAProgram):
     """ALLIES: answer a question by beam search over (sub-question, evidence) histories.
 
     Args:
@@ -113,6 +114,21 @@ class BeamSearchQA(dspy.Module):
     call fails the answer is "" and `failures` says why.
     """
 
+    retrieves = True
+    concurrent = True
+
+    @classmethod
+    def needs_retriever(cls, settings) -> bool:
+        return settings["evidence"] == "retrieval"
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        """Seeds (answer + score, and evidence + answer + score with evidence), then per depth
+        up to B states each asking once and filling K new states (evidence + answer + score)."""
+        per_state = 2 if settings["evidence"] == "none" else 3
+        seeds = 2 if settings["evidence"] == "none" else 5
+        return seeds + settings["depth"] * settings["beam_size"] * (1 + settings["max_queries"] * per_state)
+
     def __init__(self, retriever: Retriever | None = None, *, max_queries: int = 2, depth: int = 2,
                  passages: int = 2, threshold: float = 0.8, beam_size: int = 2, evidence: str = "retrieval",
                  passage_chars: int = 1000, check_seeds: bool = False, threads: int = 1):
@@ -149,12 +165,6 @@ class BeamSearchQA(dspy.Module):
     @property
     def retriever(self) -> Retriever | None:
         return self._retriever.value
-
-    @property
-    def settings(self) -> dict:
-        return {"max_queries": self.max_queries, "depth": self.depth, "passages": self.passages,
-                "threshold": self.threshold, "beam_size": self.beam_size, "evidence": self.evidence,
-                "check_seeds": self.check_seeds}
 
     # --- Algorithm 1 ---------------------------------------------------------------------
 
@@ -217,7 +227,7 @@ class BeamSearchQA(dspy.Module):
 
         best = beam[0] if beam else None  # line 26
         failures = [{**f, "state": s.id} for s in states for f in s.failures]
-        tree = {"question": question, "settings": self.settings, "states": [s.to_dict() for s in states],
+        tree = {"question": question, "settings": self.method_settings, "states": [s.to_dict() for s in states],
                 "beams": beams, "best": best.id if best else None, "stop": stop}
         outputs = {"answer": best.answer if best else "", "confidence": best.confidence if best else 0.0,
                    "tree": tree, "failures": failures}

@@ -25,6 +25,7 @@ import numpy as np
 from treeqa.data.corpus import Passage
 from treeqa.metrics import RECALL_K
 from treeqa.programs.calls import record_failure, safe_call
+from treeqa.programs.contract import QAProgram
 from treeqa.programs.parallel import check_threads, map_calls
 from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
@@ -143,13 +144,15 @@ class _Run:
                  "analysis": e.analysis} for e, n in zip(self.pool, self.pool_nodes, strict=True)]
 
 
-class _ReviewProgram(dspy.Module):
+class _ReviewProgram(QAProgram):
     """What ToR and CoR share: the review, the query expansion, the fusion reader, the ranking.
 
     Predictors (the only state `save`/`load` keep): `review`, `complete_paragraph` (MPC
     expansion only) and `fuse`. The retriever and the embedding function are plain
     attributes, shared (never copied) when an optimizer deep-copies the program.
     """
+
+    retrieves = True
 
     def __init__(self, retriever: Retriever | None, expansion: str, fusion: str, max_context_chars: int,
                  max_paragraph_chars: int, max_review_chars: int, max_query_chars: int,
@@ -291,6 +294,23 @@ class TreeOfReviews(_ReviewProgram):
             sibling's subtree puts in the evidence pool is still pruned (its review unused).
     """
 
+    concurrent = True
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        """One review per node of the full tree, one MPC completion per node that can expand,
+        one fusion call."""
+        widths = list(settings["widths"])
+        depth = len(widths) if settings["depth"] is None else settings["depth"]
+        nodes = expandable = 0
+        level = 1
+        for d, width in enumerate(widths[:depth]):
+            level *= width
+            nodes += level
+            if d < depth - 1:
+                expandable += level
+        return nodes + (expandable if settings["expansion"] == "mpc" else 0) + 1
+
     def __init__(self, retriever: Retriever | None = None, widths: Sequence[int] = (5, 3, 3),
                  depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",
                  relevance_pruning: bool = True, repetitive_pruning: bool = True,
@@ -399,6 +419,11 @@ class ChainOfReviews(_ReviewProgram):
         max_turns: the most retrieve-and-review turns.
         expansion, fusion, max_*_chars, embed_fn: as for `TreeOfReviews`.
     """
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        """One review per turn, one MPC completion per turn that searches on, one fusion call."""
+        return settings["max_turns"] * (2 if settings["expansion"] == "mpc" else 1) + 1
 
     def __init__(self, retriever: Retriever | None = None, k: int = 5, max_turns: int = 3,
                  expansion: str = "cot", fusion: str = "evidence", max_context_chars: int = 6000,

@@ -1,0 +1,75 @@
+"""Every registered program honours the contract the rest of the package reads."""
+
+import json
+
+import dspy
+import pytest
+
+import treeqa.retrievers
+from tests.fakes import FakeRetriever
+from tests.generic_lm import generic_lm
+from tests.review_fakes import no_real_encoder  # noqa: F401 - autouse: no MiniLM in fast tests
+from treeqa.compiled import load_program, save_compiled
+from treeqa.optimize import OptimizeSpec, max_calls_per_question, run_optimize
+from treeqa.programs import PROGRAMS, QAProgram, build_program, call_bound, resolve_settings, uses_retriever
+
+# a setting of each program changed from its default, to see it survive a round trip
+CHANGED = {"beam": {"beam_size": 3, "threshold": 0.6}, "tor": {"widths": [3, 2], "expansion": "direct"},
+           "cor": {"k": 3, "max_turns": 2}, "rta": {"k": 4}, "direct": {}, "cot": {}, "genread": {}}
+
+
+def _build(name, **params):
+    retriever = FakeRetriever() if uses_retriever(name, params) else None
+    return build_program(name, retriever, **params)
+
+
+def test_every_program_is_registered_with_a_contract():
+    assert set(CHANGED) == set(PROGRAMS)
+    for cls in PROGRAMS.values():
+        assert issubclass(cls, QAProgram)
+        assert isinstance(cls.retrieves, bool) and isinstance(cls.concurrent, bool)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_settings_round_trip_through_a_compiled_file(name, tmp_path):
+    program = _build(name, **CHANGED[name])
+    resolved = resolve_settings(name, CHANGED[name])
+    assert set(program.settings) == set(resolved)
+    assert all(program.settings[k] == resolved[k] for k in CHANGED[name] if k != "widths")
+    path = save_compiled(program, tmp_path / f"{name}.json", name=name, dataset="hotpotqa", retriever="dense")
+    stored = json.loads(path.read_text())["treeqa"]
+    assert stored["format"] == 2 and "threads" not in stored["settings"]
+    loaded = load_program(path, retriever=FakeRetriever())
+    assert type(loaded) is type(program) and loaded.settings == program.settings
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_call_bound_holds_on_a_scripted_run(name):
+    program = _build(name, **CHANGED[name])
+    lm = generic_lm({"": "Paris"})
+    with dspy.context(lm=lm):
+        program(question="What is the capital of France?")
+    calls = len(lm._engine_spec.calls)
+    assert 1 <= calls <= call_bound(name, CHANGED[name]) == max_calls_per_question(program)
+
+
+def test_a_format_1_compiled_file_still_loads(tmp_path):
+    program = build_program("beam", FakeRetriever(), preset="nq", max_queries=3)
+    path = save_compiled(program, tmp_path / "old.json", name="beam", dataset="hotpotqa", retriever="dense")
+    state = json.loads(path.read_text())
+    state["treeqa"] = {"format": 1, "program": "beam", "dataset": "hotpotqa", "retriever": "dense",
+                       "preset": "nq", "params": {"max_queries": 3}}  # what the first format stored
+    path.write_text(json.dumps(state))
+    assert load_program(path, retriever=FakeRetriever()).settings == program.settings
+
+
+def test_the_plan_needs_no_index_and_no_model(fixture_data, monkeypatch):
+    def no_index(*args, **kwargs):
+        raise AssertionError("the plan must not build or load an index")
+
+    monkeypatch.setattr(treeqa.retrievers, "get_retriever", no_index)
+    monkeypatch.setattr("treeqa.lm.get_lm", no_index)
+    result = run_optimize(OptimizeSpec(program="tor", dataset="hotpotqa", train=2, dev=3), plan_only=True,
+                          echo=lambda *_: None)
+    assert result["plan"]["calls_per_question_max"] == 5 + 15 + 45 + 5 + 15 + 1
+    assert result["plan"]["zero_shot_max"] == 3 * result["plan"]["calls_per_question_max"]

@@ -1,0 +1,94 @@
+"""What every registered program declares about itself, so the rest of the package needs
+nothing but the registry line: its settings, whether it searches a corpus, the most LM calls
+one question can take, and whether it sends one question's calls concurrently.
+
+The settings are read off the constructor (name, type, default) into a pydantic model, so
+the command line's `--param`, a compiled file and `--plan` check and resolve them alike.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Any, ClassVar
+
+import dspy
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+NOT_SETTINGS = ("self", "retriever", "embed_fn")  # constructor arguments that are objects, not settings
+DEPLOYMENT_SETTINGS = ("threads",)  # how a program runs on this machine, not what it computes
+
+
+class QAProgram(dspy.Module):
+    """Base of every program: a `dspy.Module` called as `program(question=...)`.
+
+    Subclasses set `retrieves` and `concurrent`, and implement `call_bound`. Their constructor
+    arguments (except the retriever and embedding function) are their settings, kept as
+    attributes of the same names, so `settings` can report them.
+    """
+
+    retrieves: ClassVar[bool] = False  # searches a corpus: an index is needed
+    concurrent: ClassVar[bool] = False  # with threads > 1, sends one question's calls together
+    _settings_models: ClassVar[dict[type, type[BaseModel]]] = {}
+
+    @classmethod
+    def settings_model(cls) -> type[BaseModel]:
+        """The settings as a pydantic model: unknown names are refused, values converted."""
+        if cls not in QAProgram._settings_models:
+            hints = typing.get_type_hints(cls.__init__)
+            fields = {}
+            for param in inspect.signature(cls.__init__).parameters.values():
+                if param.name in NOT_SETTINGS or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                    continue
+                fields[param.name] = (hints.get(param.name, Any), param.default)
+            QAProgram._settings_models[cls] = create_model(
+                f"{cls.__name__}Settings", __config__=ConfigDict(extra="forbid"), **fields)
+        return QAProgram._settings_models[cls]
+
+    @classmethod
+    def check_settings(cls, params: dict[str, Any] | None, name: str | None = None) -> dict[str, Any]:
+        """The given settings, type-checked and converted ("no" -> False, "2" -> 2), without
+        defaults added; one line per bad value, naming the setting, what it needs and what it got.
+        Keys starting with "_" are bookkeeping (e.g. "_compiled") and pass unchecked."""
+        name = name or cls.__name__
+        params = {k: v for k, v in (params or {}).items() if not k.startswith("_")}
+        model = cls.settings_model()
+        try:
+            checked = model.model_validate(params)
+        except ValidationError as exc:
+            lines = []
+            for err in exc.errors():
+                key = ".".join(str(part) for part in err["loc"]) or "?"
+                if err["type"] == "extra_forbidden":
+                    lines.append(f"{key}: not a setting of {name} (settings: {', '.join(model.model_fields)})")
+                else:
+                    lines.append(f"{key}: {err['msg'].lower()} (given: {err.get('input')!r})")
+            raise ValueError(f"bad settings for {name}:\n  " + "\n  ".join(lines)) from None
+        return checked.model_dump(exclude_unset=True)
+
+    @classmethod
+    def resolve_settings(cls, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every setting: the given ones checked, the rest at their defaults."""
+        return cls.settings_model().model_validate(cls.check_settings(params)).model_dump()
+
+    @classmethod
+    def needs_retriever(cls, settings: dict[str, Any]) -> bool:
+        """Whether the program with these (resolved) settings searches a corpus."""
+        return cls.retrieves
+
+    @classmethod
+    def call_bound(cls, settings: dict[str, Any]) -> int:
+        """The most LM calls one question can take with these (resolved) settings, DSPy's own
+        retries of an unparseable reply not counted."""
+        raise NotImplementedError(f"{cls.__name__} does not declare its call bound")
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The settings this instance runs with (every one, defaults included)."""
+        return {name: getattr(self, name) for name in self.settings_model().model_fields}
+
+    @property
+    def method_settings(self) -> dict[str, Any]:
+        """The settings that decide what the program computes (`settings` less the deployment
+        ones such as threads): what compiled files and search trees record."""
+        return {k: v for k, v in self.settings.items() if k not in DEPLOYMENT_SETTINGS}
