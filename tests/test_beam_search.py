@@ -15,8 +15,7 @@ import pytest
 from fakes import FakeRetriever, Overlap, scripted_lm
 
 from treeqa.data.corpus import Passage
-from treeqa.programs.beam_search import PRESETS, BeamSearchQA
-from treeqa.programs.support import same_question
+from treeqa.programs.beam_search import PRESETS, BeamSearchQA, same_question
 
 QUESTION = "QQ"
 _LAST_QUERY = re.compile(r"Query: (.*)")

@@ -73,3 +73,34 @@ def test_the_plan_needs_no_index_and_no_model(fixture_data, monkeypatch):
                           echo=lambda *_: None)
     assert result["plan"]["calls_per_question_max"] == 5 + 15 + 45 + 5 + 15 + 1
     assert result["plan"]["zero_shot_max"] == 3 * result["plan"]["calls_per_question_max"]
+
+
+def test_safe_call_records_lm_failures_but_lets_our_own_bugs_through():
+    from tests.fakes import scripted_lm
+    from treeqa.metrics import recall_at_k
+    from treeqa.programs.common import safe_call
+
+    failures = []
+    lm, _ = scripted_lm(lambda kind, inputs: TypeError("the endpoint sent something odd"))
+    with dspy.context(lm=lm):
+        assert safe_call(dspy.Predict("question -> answer"), failures, "answer", question="q") is None
+    assert [f["where"] for f in failures] == ["answer"]  # DSPy wraps it (LMUnexpectedError): recorded
+    with pytest.raises(TypeError):  # treeqa code called wrongly: a bug, not an LM failure
+        safe_call(recall_at_k, failures, "recall", retrieved=["a"])
+    assert len(failures) == 1
+
+
+def test_a_bug_in_our_engine_code_is_not_taken_for_an_lm_failure(monkeypatch):
+    from treeqa.lm import LlamaEngine
+    from treeqa.programs.common import safe_call
+
+    class Broken:
+        def create_chat_completion(self, **kw):
+            return {"choices": None}  # the engine's own code then indexes None: a TypeError in treeqa
+
+    lm = dspy.LM("local/broken", engine=LlamaEngine(llama=Broken()), cache=False, num_retries=0)
+    with dspy.context(lm=lm), pytest.raises(Exception) as err:
+        safe_call(dspy.Predict("question -> answer"), [], "answer", question="q")
+    from treeqa.programs.common import is_our_bug
+
+    assert is_our_bug(err.value)

@@ -219,7 +219,7 @@ def ask(
     from treeqa.compiled import load_program
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
-    from treeqa.programs.support import check_question
+    from treeqa.programs.common import check_question
 
     try:
         question = check_question(question, "ask")

@@ -19,8 +19,16 @@ class Passage:
     text: str
     score: float = 0.0
 
+    def as_text(self, max_chars: int | None = None) -> str:
+        """The one way a passage is written for a model or an encoder: "Title: text", the text
+        cut at a word boundary to `max_chars` (marked with " …") when it is longer."""
+        text = self.text
+        if max_chars is not None and len(text) > max_chars:
+            text = text[:max_chars].rsplit(" ", 1)[0] + " …"
+        return f"{self.title}: {text}"
+
     def __str__(self) -> str:
-        return f"{self.title}: {self.text}"
+        return self.as_text()
 
 
 def passage_id(title: str, text: str) -> str:

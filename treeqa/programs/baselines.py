@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dspy
 
-from treeqa.programs.calls import safe_call
+from treeqa.programs.common import SharedRef, check_question, check_retriever, safe_call
 from treeqa.programs.contract import QAProgram
-from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer, AnswerFromPassages, clean_answer

@@ -11,16 +11,24 @@ confident state of the last beam.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 
 from treeqa.data.corpus import Passage
-from treeqa.programs.calls import record_failure, safe_call
+from treeqa.programs.common import (
+    SharedRef,
+    check_question,
+    check_retriever,
+    check_threads,
+    map_calls,
+    record_failure,
+    safe_call,
+)
 from treeqa.programs.contract import QAProgram
-from treeqa.programs.parallel import check_threads, map_calls
-from treeqa.programs.support import PassageLog, SharedRef, check_question, check_retriever, question_key, same_question
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer, clean_answer
@@ -39,6 +47,39 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 NO_PASSAGES = "(no passages found)"
+
+
+class PassageLog:
+    """Every passage a program saw, first-retrieved first, each id once (for recall@k)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, Passage] = {}
+
+    def add(self, passages: Iterable[Passage]) -> None:
+        for p in passages:
+            self._by_id.setdefault(p.id, p)
+
+    @property
+    def passages(self) -> list[Passage]:
+        return list(self._by_id.values())
+
+
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+def question_key(text: str) -> str:
+    """Compare questions ignoring case, punctuation and spacing."""
+    return " ".join(_NON_WORD.sub(" ", text.lower()).split())
+
+
+def same_question(a: str, b: str, overlap: float = 0.8) -> bool:
+    """Whether two questions ask the same thing: equal up to case and punctuation, or sharing
+    at least `overlap` of their words (Jaccard), which catches a small model's light rewording
+    of a question it was told not to repeat."""
+    words_a, words_b = set(question_key(a).split()), set(question_key(b).split())
+    if not words_a or not words_b:
+        return words_a == words_b
+    return len(words_a & words_b) / len(words_a | words_b) >= overlap
 
 
 @dataclass

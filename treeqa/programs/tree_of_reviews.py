@@ -24,10 +24,16 @@ import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.metrics import RECALL_K
-from treeqa.programs.calls import record_failure, safe_call
+from treeqa.programs.common import (
+    SharedRef,
+    check_question,
+    check_retriever,
+    check_threads,
+    map_calls,
+    record_failure,
+    safe_call,
+)
 from treeqa.programs.contract import QAProgram
-from treeqa.programs.parallel import check_threads, map_calls
-from treeqa.programs.support import SharedRef, check_question, check_retriever
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
 from treeqa.signatures.answer import clean_answer
@@ -90,8 +96,8 @@ def rank_retrieved(evidence: Sequence[Evidence], retrieved: Sequence[Passage], a
 
     if len(by_id) > k and answer.strip():
         embed_fn = embed_fn or _default_embed
-        piece_texts = [" ".join([e.analysis, *(f"{p.title}: {p.text}" for p in e.passages)]) for e in pieces]
-        other_texts = [f"{p.title}: {p.text}" for p in middle + rest]
+        piece_texts = [" ".join([e.analysis, *(p.as_text() for p in e.passages)]) for e in pieces]
+        other_texts = [p.as_text() for p in middle + rest]
         vectors = np.asarray(embed_fn([answer, *piece_texts, *other_texts]), dtype=np.float32)
         sims = vectors[1:] @ vectors[0]
         piece_sims, other_sims = sims[:len(pieces)], sims[len(pieces):]

@@ -44,10 +44,6 @@ def embed(texts: list[str], batch_size: int = 64, progress: bool = False) -> np.
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-def _passage_text(p: Passage) -> str:
-    return f"{p.title}: {p.text}"
-
-
 def build_faiss_index(vectors: np.ndarray):
     import faiss
 
@@ -86,7 +82,7 @@ class DenseRetriever(Retriever):
         """Embed every passage and index it in memory."""
         if not passages:
             raise ValueError("cannot index an empty corpus")
-        vectors = embed([_passage_text(p) for p in passages], progress=progress)
+        vectors = embed([p.as_text() for p in passages], progress=progress)
         return cls(passages, build_faiss_index(vectors))
 
     def save(self, folder: Path, meta: dict | None = None) -> Path:

@@ -8,12 +8,8 @@ from treeqa.data.corpus import Passage
 
 
 def format_passages(passages: Sequence[Passage], max_chars: int | None = None) -> list[str]:
-    """One string per passage, "Title: text", optionally cut to `max_chars` each."""
-    out = []
-    for p in passages:
-        text = p.text if max_chars is None or len(p.text) <= max_chars else p.text[:max_chars].rsplit(" ", 1)[0] + " …"
-        out.append(f"{p.title}: {text}")
-    return out
+    """One string per passage, "Title: text" (`Passage.as_text`), optionally cut to `max_chars` each."""
+    return [p.as_text(max_chars) for p in passages]
 
 
 def format_history(history: Sequence[tuple[str, str]]) -> str:

@@ -1,0 +1,140 @@
+"""What every program shares: input checks, the retriever reference, safe LM calls, and
+sending one search level's independent calls together.
+
+A failed LM call (a parse error, a timeout, a server error) is recorded and never fails
+the question; a programming error in treeqa's own code is not an LM failure and propagates,
+so a bug fails a test instead of becoming an empty answer.
+
+The embedded model serves one call at a time (two cores gain nothing from overlap), so
+programs default to `threads=1` and run in order; against a remote endpoint, `threads > 1`
+sends sibling calls together. DSPy's ParallelExecutor carries the caller's settings (LM,
+adapter, usage tracker, callbacks) into each worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import dspy
+
+from treeqa.retrievers.base import Retriever
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+log = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 2000  # a question, not a document: longer input would crowd the prompts out
+PROGRAMMING_ERRORS = (TypeError, AttributeError, KeyError, NameError)
+_OURS = str(Path(__file__).resolve().parent.parent)  # the treeqa package
+_LIBRARIES = tuple(str(Path(m.__file__).resolve().parent) for m in (dspy,))
+
+
+# --- input checks ----------------------------------------------------------------------------
+
+def check_question(question: object, program: str) -> str:
+    """The question stripped; a blank, over-long or undecodable question is a caller error,
+    not an LM failure."""
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"{program}: the question is empty")
+    question = question.strip()
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ValueError(f"{program}: the question is {len(question):,} characters; at most {MAX_QUESTION_CHARS:,}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates: bytes from the shell that were not UTF-8
+        raise ValueError(f"{program}: the question is not valid UTF-8 text (at character {exc.start})") from None
+    return question
+
+
+def check_retriever(retriever: Retriever | None, program: str, needed: bool) -> None:
+    """Fail at construction, not at the first question, when a retrieving program has no retriever."""
+    if needed and retriever is None:
+        raise ValueError(f"{program} retrieves passages and needs a retriever (got None)")
+    if retriever is not None and not callable(getattr(retriever, "search", None)):
+        raise ValueError(f"{program}: the retriever must have a search(query, k) method")
+
+
+def check_threads(threads: int) -> int:
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    return threads
+
+
+class SharedRef:
+    """Holds an object that every copy of a program shares.
+
+    Optimizers deep-copy programs for each candidate; a retriever (faiss index, encoder) is
+    not a parameter, so copies must point at the same one instead of duplicating it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+
+# --- LM calls -----------------------------------------------------------------------------------
+
+def record_failure(failures: list[dict], where: str, exc: BaseException) -> None:
+    failures.append({"where": where, "error": type(exc).__name__, "message": str(exc)[:500]})
+    log.warning("LM call %s failed: %s: %s", where, type(exc).__name__, str(exc)[:200])
+
+
+def _raised_by_us(exc: BaseException) -> bool:
+    owner = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(_OURS):
+            owner = "ours"
+        elif filename.startswith(_LIBRARIES):
+            owner = "library"
+        tb = tb.tb_next
+    return owner == "ours"
+
+
+def is_our_bug(exc: BaseException) -> bool:
+    """A TypeError, AttributeError, KeyError or NameError whose innermost frame in treeqa or
+    DSPy is treeqa's (also when DSPy wrapped it, e.g. in LMUnexpectedError): our code misused
+    something, no LM reply caused it."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, PROGRAMMING_ERRORS) and _raised_by_us(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def safe_call(predictor: Callable[..., dspy.Prediction], failures: list[dict], where: str,
+              **inputs) -> dspy.Prediction | None:
+    """Run `predictor(**inputs)`; on an LM-side error (parse failure, timeout, server error)
+    record it in `failures` under `where` and return None, so the caller can drop or
+    down-score that branch. A bug in treeqa's own code (`is_our_bug`) propagates."""
+    try:
+        return predictor(**inputs)
+    except Exception as exc:  # noqa: BLE001 - every LM-side failure is recorded, none propagates
+        if is_our_bug(exc):
+            raise
+        record_failure(failures, where, exc)
+        return None
+
+
+def map_calls(fn: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
+    """`[fn(x) for x in items]`, in order; concurrent when threads > 1. `fn` must not raise."""
+    if threads <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    from dspy.utils.parallelizer import ParallelExecutor
+
+    executor = ParallelExecutor(num_threads=min(threads, len(items)), disable_progress_bar=True,
+                                max_errors=len(items) + 1, timeout=600)
+    return executor.execute(fn, list(items))
