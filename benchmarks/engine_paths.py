@@ -1,10 +1,10 @@
 """The two llama.cpp paths treeqa replaces, measured against llama-cpp-python's own.
 
 1. Grammar-constrained greedy decoding: free decoding, treeqa's argmax-first check
-   (`treeqa.greedy_grammar`) and llama-cpp-python's chain, which filters the whole
+   (`treeqa.lm._greedy_grammar`) and llama-cpp-python's chain, which filters the whole
    vocabulary every step, on the same review-shaped JSON schema and prompt.
 2. Prefix states in the RAM cache: two system prompts used alternately (as ask/answer/score
-   do), with treeqa's lean states (`treeqa.lean_state`) and with llama-cpp-python's, which
+   do), with treeqa's lean states (`treeqa.lm._lean_state`) and with llama-cpp-python's, which
    copy the logits table into every state. Each runs in a fresh process for its peak RSS.
 
     python benchmarks/engine_paths.py [--out benchmarks/engine_paths.md]
@@ -63,10 +63,10 @@ def grammar_case() -> dict:
 
 
 def state_case(lean: bool) -> dict:
-    import treeqa.lean_state
+    import treeqa.lm._lean_state
 
     if not lean:
-        treeqa.lean_state.install = lambda llama: None  # llama-cpp-python's save_state / load_state
+        treeqa.lm._lean_state.install = lambda llama: None  # llama-cpp-python's save_state / load_state
     from treeqa.lm import LlamaEngine
 
     llama = LlamaEngine(kv_cache_mb=512).llama

@@ -19,11 +19,11 @@ def bench_llm(repeats: int = 3) -> dict[str, float]:
     """Prompt tok/s with no cache reuse, and generated tok/s, through llama.cpp directly."""
     import llama_cpp
 
-    from treeqa import local_model
+    from treeqa.lm import model_path
     from treeqa.settings import get_settings
 
     s = get_settings()
-    llm = llama_cpp.Llama(model_path=str(local_model.model_path()), n_ctx=s.context_size, n_threads=s.threads,
+    llm = llama_cpp.Llama(model_path=str(model_path()), n_ctx=s.context_size, n_threads=s.threads,
                           n_threads_batch=s.threads, n_batch=512, seed=0, verbose=False)
     filler = " ".join(f"Fact {i}: the river number {i} flows into lake number {i * 7 % 13}." for i in range(45))
     prompt_rates, gen_rates = [], []

@@ -6,8 +6,8 @@ import time
 import dspy
 import pytest
 
-from treeqa import local_model
 from treeqa.lm import LlamaEngine, get_lm, local_engine
+from treeqa.lm import _weights as local_model
 
 
 class FakeLlama:

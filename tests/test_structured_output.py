@@ -105,7 +105,7 @@ def test_every_predictor_carries_its_signature_budget(name):
 
 
 def test_greedy_grammar_sampler_is_used_only_for_plain_greedy_requests(monkeypatch):
-    from treeqa import greedy_grammar
+    from treeqa.lm import _greedy_grammar as greedy_grammar
 
     made = []
     monkeypatch.setattr(greedy_grammar, "GreedyGrammarSampler", lambda llama, grammar: made.append(grammar) or "fast")
@@ -126,7 +126,7 @@ def test_greedy_grammar_sampler_is_used_only_for_plain_greedy_requests(monkeypat
 @pytest.mark.integration
 def test_greedy_grammar_sampler_matches_llama_cpp_grammar_first_decoding():
     """Checking the argmax first must choose the same tokens as filtering the whole vocabulary."""
-    from treeqa import greedy_grammar
+    from treeqa.lm import _greedy_grammar as greedy_grammar
     from treeqa.lm import local_engine
 
     engine = local_engine()

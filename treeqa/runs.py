@@ -123,10 +123,10 @@ def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
     that declare `concurrent` (beam, tor) send a level's calls together; the others run
     questions in parallel.
     """
-    from treeqa.lm import LlamaEngine
+    from treeqa.lm import is_embedded
     from treeqa.programs import PROGRAMS
 
-    if threads <= 1 or isinstance(getattr(lm, "_engine_spec", None), LlamaEngine):
+    if threads <= 1 or is_embedded(lm):
         return 1, 1
     return (threads, 1) if PROGRAMS[program].concurrent else (1, threads)
 

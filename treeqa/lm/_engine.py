@@ -1,8 +1,7 @@
-"""Language models from a name: "local" is the embedded llama.cpp model, anything else is `dspy.LM`.
+"""The embedded engine: one canonical DSPy request -> one llama.cpp chat completion.
 
-The embedded model runs in-process through DSPy 3.4's engine interface
-(`dspy.LM(..., engine=LlamaEngine)`): DSPy keeps its adapters, cache, retries and usage
-tracking, and the engine turns one canonical request into one llama.cpp chat completion.
+It runs in-process through DSPy 3.4's engine interface (`dspy.LM(..., engine=LlamaEngine)`):
+DSPy keeps its adapters, cache, retries and usage tracking. Private to `treeqa.lm`.
 """
 
 from __future__ import annotations
@@ -13,28 +12,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
-from treeqa import greedy_grammar, lean_state, local_model
+from treeqa.lm import _greedy_grammar as greedy_grammar
+from treeqa.lm import _lean_state as lean_state
+from treeqa.lm import _weights as local_model
 from treeqa.settings import get_settings
-
-LOCAL_NAMES = ("local", "embedded")
-_cache_lock = threading.Lock()
-_cache_secured = False
-
-
-def secure_cache() -> None:
-    """DSPy's disk cache under treeqa's cache dir, unpickling only known-safe types.
-
-    DSPy unpickles its cache entries without restriction by default, so a planted file in the
-    cache dir could run code; restricted, an unknown type is refused. Called at the door
-    (`get_lm`), once per process."""
-    global _cache_secured
-    with _cache_lock:
-        if not _cache_secured:
-            dspy.configure_cache(disk_cache_dir=str(get_settings().dspy_cache_dir), restrict_pickle=True)
-            _cache_secured = True
 
 
 @dataclass
@@ -210,49 +193,3 @@ def local_engine(**overrides) -> LlamaEngine:
         if key not in _local_engines:
             _local_engines[key] = LlamaEngine(**overrides)
         return _local_engines[key]
-
-
-def adapter_for(lm: dspy.BaseLM) -> dspy.Adapter:
-    """JSON under a grammar where the engine declares schema support (the embedded model), so
-    every output parses; elsewhere DSPy's chat adapter (with its own JSON retry)."""
-    engine = getattr(lm, "_engine_spec", None)
-    if getattr(engine, "supports_response_schema", False):
-        return dspy.JSONAdapter()
-    return dspy.ChatAdapter()
-
-
-def configure(name: str = "local", **kwargs) -> dspy.LM:
-    """Set DSPy's LM and the adapter that suits it, for apps: `treeqa.lm.configure("local")`."""
-    lm = get_lm(name, **kwargs)
-    dspy.configure(lm=lm, adapter=adapter_for(lm))
-    return lm
-
-
-def local_model_id() -> str:
-    """The model string DSPy caches under: it names the exact weights, so new weights miss the cache."""
-    path = local_model.model_path()
-    if path == local_model.assembled_path():
-        return f"local/{local_model.MODEL_NAME}-{local_model.SHA256[:12]}"
-    stat = path.stat()
-    return f"local/{path.stem}-{stat.st_size}-{int(stat.st_mtime)}"
-
-
-def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | None = None,
-           cache: bool = True, **kwargs) -> dspy.LM:
-    """A `dspy.LM` for `name`.
-
-    "local" (or "embedded") is the in-process model; any other name is handed to `dspy.LM`
-    (e.g. "openai/gpt-4o-mini", or "hosted_vllm/Qwen2.5-7B-Instruct" with `api_base`).
-    """
-    if not name or not name.strip():
-        raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
-    secure_cache()
-    if name in LOCAL_NAMES:
-        engine = local_engine()
-        return dspy.LM(local_model_id(), engine=engine, cache=cache, temperature=0.0, num_retries=0, **kwargs)
-    if api_base:
-        kwargs["api_base"] = api_base
-    if api_key:
-        kwargs["api_key"] = api_key
-    kwargs.setdefault("timeout", get_settings().lm_timeout)  # a hung endpoint fails the call, not the run
-    return dspy.LM(name, cache=cache, **kwargs)
