@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import dspy
 import numpy as np
@@ -116,11 +116,48 @@ def rank_retrieved(evidence: Sequence[Evidence], retrieved: Sequence[Passage], a
 
 
 @dataclass
+class ReviewNode:
+    """One node of the tree (ToR: a paragraph on a path) or one turn of the chain (CoR), as the
+    search tree records it. `ids`/`titles` (CoR only) are every paragraph the turn's review saw."""
+
+    node: int
+    id: str | None = None
+    title: str | None = None
+    depth: int = 0
+    parent: int | None = None
+    retrieved_by: str | None = None
+    action: str | None = None  # reject / search / accept, or "pruned" (repetitive pruning)
+    relevant: bool | None = None
+    sufficient: bool | None = None
+    corrected: bool | None = None  # the rules overrode the model's own action
+    query: str = ""
+    expanded: bool = False
+    analysis: str = ""
+    reasoning: str = ""
+    failures: list[dict] = field(default_factory=list)
+    ids: list[str] | None = None
+    titles: list[str] | None = None
+
+    def judged(self, outcome: ReviewOutcome) -> None:
+        """Record a review's outcome on this node."""
+        self.action, self.relevant, self.sufficient = outcome.action, outcome.relevant, outcome.sufficient
+        self.corrected, self.analysis, self.reasoning = outcome.corrected, outcome.analysis, outcome.reasoning
+
+    def to_dict(self) -> dict:
+        """Plain JSON for the tree; keys that do not apply (never reviewed, not CoR) are left out."""
+        out = asdict(self)
+        for key in ("corrected", "ids", "titles"):
+            if out[key] is None:
+                del out[key]
+        return out
+
+
+@dataclass
 class _Run:
     """Everything one question's search produces; kept off the module so calls can run in parallel."""
 
     question: str
-    nodes: list[dict] = field(default_factory=list)
+    nodes: list[ReviewNode] = field(default_factory=list)
     pool: list[Evidence] = field(default_factory=list)
     pool_nodes: list[int] = field(default_factory=list)
     pool_ids: set[str] = field(default_factory=set)
@@ -132,11 +169,8 @@ class _Run:
          "pruned_repetitive", "corrected", "query_fallbacks"), 0))
     done: bool = False
 
-    def add_node(self, **values) -> dict:
-        node = {"node": len(self.nodes), "id": None, "title": None, "depth": 0, "parent": None,
-                "retrieved_by": None, "action": None, "relevant": None, "sufficient": None,
-                "query": "", "expanded": False, "analysis": "", "reasoning": "", "failures": []}
-        node.update(values)
+    def add_node(self, **values) -> ReviewNode:
+        node = ReviewNode(node=len(self.nodes), **values)
         self.nodes.append(node)
         return node
 
@@ -264,7 +298,8 @@ class _ReviewProgram(QAProgram):
         stats = dict(run.stats, nodes=len(run.nodes), evidence=len(run.pool), failures=len(run.failures),
                      distinct_retrieved=len(retrieved), fused_from=source)
         return dspy.Prediction(answer=answer, evidence=run.evidence_records(),
-                               tree={"question": run.question, "nodes": run.nodes, "stats": stats},
+                               tree={"question": run.question, "nodes": [n.to_dict() for n in run.nodes],
+                                     "stats": stats},
                                retrieved=retrieved, retrieved_ids=[p.id for p in retrieved],
                                failures=run.failures, stats=stats)
 
@@ -385,29 +420,28 @@ class TreeOfReviews(_ReviewProgram):
                ready: tuple[list[dict], ReviewOutcome | None] | None = None) -> None:
         node = run.add_node(id=passage.id, title=passage.title, depth=depth, parent=parent, retrieved_by=query)
         if self.repetitive_pruning and passage.id in run.pool_ids:
-            node["action"] = "pruned"
+            node.action = "pruned"
             run.stats["pruned_repetitive"] += 1
             return
         mark = len(run.failures)
         here = path + [passage]
-        outcome = self._review(run, here, where=f"review@node{node['node']}", can_search=self._can_expand(depth),
+        outcome = self._review(run, here, where=f"review@node{node.node}", can_search=self._can_expand(depth),
                                ready=ready)
         if outcome is None:
-            node.update(action="reject", failures=run.failures[mark:])
+            node.action, node.failures = "reject", run.failures[mark:]
             return
-        node.update(action=outcome.action, relevant=outcome.relevant, sufficient=outcome.sufficient,
-                    corrected=outcome.corrected, analysis=outcome.analysis, reasoning=outcome.reasoning)
+        node.judged(outcome)
         if outcome.relevant:  # the review judged the path; the node adds its own paragraph, always shown
             run.relevant_ids.setdefault(passage.id)
         if outcome.action == "accept":
-            run.add_evidence(here, outcome.analysis, node["node"])
+            run.add_evidence(here, outcome.analysis, node.node)
             run.done = self.max_evidence is not None and len(run.pool) >= self.max_evidence
         elif depth < self.depth and (outcome.action == "search" or not self.relevance_pruning):
-            next_query = self._next_query(run, here, outcome, where=f"expand@node{node['node']}")
-            node.update(query=next_query, expanded=True)
-        node["failures"] = run.failures[mark:]
-        if node["expanded"]:
-            self._expand(run, node["node"], here, node["query"], depth + 1)
+            node.query = self._next_query(run, here, outcome, where=f"expand@node{node.node}")
+            node.expanded = True
+        node.failures = run.failures[mark:]
+        if node.expanded:
+            self._expand(run, node.node, here, node.query, depth + 1)
 
 
 class ChainOfReviews(_ReviewProgram):
@@ -455,24 +489,23 @@ class ChainOfReviews(_ReviewProgram):
             node = run.add_node(depth=turn, parent=turn - 2 if turn > 1 else None, retrieved_by=query,
                                 ids=[p.id for p in path], titles=[p.title for p in path])
             if not path:
-                node["action"] = "reject"
+                node.action = "reject"
                 break
             mark = len(run.failures)
             outcome = self._review(run, path, where=f"review@turn{turn}", can_search=turn < self.max_turns)
             if outcome is None:
-                node.update(action="reject", failures=run.failures[mark:])
+                node.action, node.failures = "reject", run.failures[mark:]
                 break
-            node.update(action=outcome.action, relevant=outcome.relevant, sufficient=outcome.sufficient,
-                        corrected=outcome.corrected, analysis=outcome.analysis, reasoning=outcome.reasoning)
+            node.judged(outcome)
             for pid in outcome.seen_ids if outcome.relevant else ():  # only what the review was shown
                 run.relevant_ids.setdefault(pid)
             if outcome.action == "accept":
-                run.add_evidence(path, outcome.analysis, node["node"])
+                run.add_evidence(path, outcome.analysis, node.node)
             elif outcome.action == "search" and turn < self.max_turns:
                 query = self._next_query(run, path, outcome, where=f"expand@turn{turn}")
-                node.update(query=query, expanded=True)
-            node["failures"] = run.failures[mark:]
-            if not node["expanded"]:
+                node.query, node.expanded = query, True
+            node.failures = run.failures[mark:]
+            if not node.expanded:
                 break
         answer, source = self._answer(run, [Evidence((p,)) for p in path])
         return self._prediction(run, answer, source)

@@ -55,7 +55,10 @@ class ParagraphReview(dspy.Signature):
     analysis: str = dspy.OutputField(desc=_ANALYSIS)
 
 
-class ReviewWithReasoning(dspy.Signature):
+_REASONING = dspy.OutputField(desc="the facts given and the fact still missing, in two or three sentences")
+
+
+class ReviewWithReasoning(ParagraphReview.prepend("reasoning", _REASONING, type_=str)):
     """Review paragraphs retrieved for a multi-hop question, taken together.
 
     First reason step by step: which facts do the paragraphs give, and which fact is
@@ -66,16 +69,9 @@ class ReviewWithReasoning(dspy.Signature):
     with a query for exactly that fact in next_query; accept when sufficient, with the
     answer to the question in analysis."""
 
+    # ParagraphReview's fields with `reasoning` first (CoT expansion); only the
+    # instructions and the budget are its own
     max_tokens: ClassVar[int] = 352  # the same plus a few sentences of reasoning
-
-    question: str = dspy.InputField()
-    paragraphs: list[str] = dspy.InputField(desc=_PARAGRAPHS)
-    reasoning: str = dspy.OutputField(desc="the facts given and the fact still missing, in two or three sentences")
-    relevant: bool = dspy.OutputField(desc=_RELEVANT)
-    sufficient: bool = dspy.OutputField(desc=_SUFFICIENT)
-    action: Action = dspy.OutputField(desc=_ACTION)
-    next_query: str = dspy.OutputField(desc=_NEXT_QUERY)
-    analysis: str = dspy.OutputField(desc=_ANALYSIS)
 
 
 class CompleteMissingParagraph(dspy.Signature):
