@@ -1,13 +1,21 @@
-"""Test doubles: a scripted LM whose every call is recorded, and a retriever without an index.
+"""The test doubles: one scripted engine behind a real `dspy.LM`, and one fake retriever.
 
-The scripted LM's reply comes from a Python function, which sees which output field is
-asked for (`kind`: "answer", "confidence", "sub_questions", "evidence", "document",
-"reasoning") and the input fields of the call, and returns a dict of output values, raw
-text, or an exception to raise (a failed call).
+The engine goes through DSPy's own LM, adapters and parsing (a custom engine, as
+`treeqa.lm` does for llama.cpp), so call counts and parse failures are DSPy's own. Each
+call is parsed into a `Call` (its kind, its input fields, whether JSON was asked for, the
+messages) and answered by a Python function: a dict of output values (written as JSON or
+in the chat format, whichever the adapter asked for), raw text, or an exception to raise
+(a failed call). What "kind" a call is comes from a pluggable classifier: by default the
+first output field asked for ("answer", "confidence", "sub_questions", "evidence",
+"document", "reasoning", ...); `review_kind` names the Tree of Reviews signatures.
+
+`generic_responder` fills any signature's outputs from their types, for teleprompters
+that call signatures of their own.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -15,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import dspy
-from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 from treeqa.data.corpus import Passage
 from treeqa.lm import request_messages
@@ -23,19 +31,57 @@ from treeqa.retrievers.base import Retriever
 
 _CHAT_FIRST_FIELD = re.compile(r"starting with the field `\[\[ ## (\w+) ## \]\]`")
 _JSON_FIRST_FIELD = re.compile(r"order of fields: `(\w+)`")
-_SECTION = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", re.S)
+_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]\n")
+_OUTPUTS = re.compile(r"Your output fields are:\n(.*?)\nAll interactions", re.S)
+_FIELD = re.compile(r"^\d+\. `(\w+)` \(([^)]*\)?)\)", re.M)
 
 
 @dataclass
 class Call:
+    """One LM call as a script sees it; list inputs (passages, paragraphs) are parsed."""
+
     kind: str
-    inputs: dict[str, str]
+    inputs: dict
+    json_mode: bool
     messages: list[dict]
 
+    @property
+    def titles(self) -> list[str]:
+        """Titles of the paragraphs shown (the part of each 'Title: text' before the colon)."""
+        return [p.split(":", 1)[0] for p in self.inputs.get("paragraphs", [])]
 
-def first_output_field(text: str) -> str:
+
+# --- classifiers: messages -> kind ----------------------------------------------------------
+
+def first_output_field(messages: list[dict]) -> str:
+    text = messages[-1]["content"]
     match = _CHAT_FIRST_FIELD.search(text) or _JSON_FIRST_FIELD.search(text)
     return match.group(1) if match else "?"
+
+
+def review_kind(messages: list[dict]) -> str:
+    """"review", "complete" (MPC) or "fuse" for the Tree/Chain of Reviews signatures."""
+    system = messages[0]["content"]
+    if "`missing_paragraph`" in system:
+        return "complete"
+    if "`relevant`" in system:
+        return "review"
+    if "`answer`" in system:
+        return "fuse"
+    raise AssertionError(f"unexpected signature in system prompt: {system[:200]}")
+
+
+def _inputs(user: str) -> dict:
+    user = user.split("\n\nRespond with", 1)[0]
+    parts = _HEADER.split(user)
+    values = {}
+    for name, raw in zip(parts[1::2], parts[2::2], strict=True):
+        raw = raw.strip()
+        try:
+            values[name] = json.loads(raw) if raw.startswith("[") else raw
+        except json.JSONDecodeError:
+            values[name] = raw
+    return values
 
 
 def chat_reply(values: dict) -> str:
@@ -44,55 +90,136 @@ def chat_reply(values: dict) -> str:
 
 
 class ScriptedEngine:
-    """A DSPy engine (`complete(request) -> Response`) driven by `respond(kind, inputs)`."""
+    """A DSPy engine (`complete(request) -> Response`) that answers each call with `respond(call)`."""
 
-    def __init__(self, respond: Callable[[str, dict[str, str]], object]):
-        self.respond = respond
+    def __init__(self, respond: Callable[[Call], object], classify: Callable[[list[dict]], str] = first_output_field,
+                 usage: tuple[int, int] = (0, 0)):
+        self.respond, self.classify, self.usage = respond, classify, usage
         self.calls: list[Call] = []
+        self._lock = threading.Lock()
 
     def complete(self, request) -> Response:
         messages = request_messages(request)
-        last = messages[-1]["content"]
-        kind = first_output_field(last)
-        inputs = {name: value.strip() for name, value in _SECTION.findall(last)}
-        self.calls.append(Call(kind, inputs, messages))
-        out = self.respond(kind, inputs)
+        call = Call(self.classify(messages), _inputs(messages[-1]["content"]),
+                    bool(getattr(request.config, "response_format", None)), messages)
+        with self._lock:
+            self.calls.append(call)
+        out = self.respond(call)
         if isinstance(out, BaseException):
             raise out
-        text = out if isinstance(out, str) else chat_reply(out)
-        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]),
-                        finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0))
+        if isinstance(out, dict):
+            out = json.dumps(out) if call.json_mode else chat_reply(out)
+        return Response(id=None, model="scripted", message=Message.assistant([TextPart(out)]),
+                        finish_reason="stop", usage=Usage(input_tokens=self.usage[0], output_tokens=self.usage[1]))
 
-    def kinds(self) -> list[str]:
-        return [c.kind for c in self.calls]
+    def stream(self, request):
+        return response_to_events(self.complete(request))
 
     def close(self) -> None:
         pass
 
+    def kinds(self) -> list[str]:
+        return [c.kind for c in self.calls]
 
-def scripted_lm(respond) -> tuple[dspy.LM, ScriptedEngine]:
-    """An uncached dspy.LM over a ScriptedEngine, so every predictor call reaches the script."""
-    engine = ScriptedEngine(respond)
+    def of(self, kind: str) -> list[Call]:
+        return [c for c in self.calls if c.kind == kind]
+
+
+def scripted_lm(respond, classify=first_output_field, whole_call: bool = False,
+                usage: tuple[int, int] = (0, 0)) -> tuple[dspy.LM, ScriptedEngine]:
+    """An uncached dspy.LM over a ScriptedEngine. `respond(kind, inputs)` by default;
+    `respond(call)` with `whole_call=True`."""
+    engine = ScriptedEngine(respond if whole_call else (lambda call: respond(call.kind, call.inputs)),
+                            classify, usage)
     return dspy.LM("local/scripted", engine=engine, cache=False, num_retries=0), engine
 
 
+# --- a responder for any signature ------------------------------------------------------------
+
+def generic_responder(answers: dict[str, str] | None = None, default_answer: str = "unknown"):
+    """Fills every output field DSPy asks for with a value of its type (bool True, a Literal's
+    first option, 0.9, a one-item list) and answers from `answers` (a substring of the prompt
+    -> the answer given)."""
+    answers = answers or {}
+
+    def value(name: str, kind: str, user: str) -> str:
+        if kind.startswith("Literal["):
+            return re.findall(r"'([^']*)'", kind)[0]
+        if kind == "bool":
+            return "True"
+        if kind in ("float", "int"):
+            return "0.9" if kind == "float" else "1"
+        if kind.startswith("list["):
+            return '["a follow-up question"]'
+        if name == "answer":
+            return next((a for key, a in answers.items() if key in user), default_answer)
+        return f"Some {name.replace('_', ' ')}: answer with one short entity."
+
+    def respond(call: Call) -> str:
+        system = call.messages[0]["content"] if call.messages[0]["role"] == "system" else ""
+        block = _OUTPUTS.search(system)
+        fields = _FIELD.findall(block.group(1)) if block else [("answer", "str")]
+        user = call.messages[-1]["content"]
+        text = "".join(f"[[ ## {n} ## ]]\n{value(n, k, user)}\n\n" for n, k in fields)
+        return text + "[[ ## completed ## ]]"
+
+    return respond
+
+
+def generic_lm(answers: dict[str, str] | None = None, **kw) -> dspy.LM:
+    """An LM that answers any signature (see `generic_responder`); its engine is `lm._engine_spec`."""
+    engine = ScriptedEngine(generic_responder(answers, **kw), usage=(10, 5))
+    return dspy.LM("local/generic", engine=engine, cache=False, num_retries=0)
+
+
+# --- the retriever ----------------------------------------------------------------------------
+
+def passage(title: str, text: str | None = None) -> Passage:
+    return Passage(id=title.lower(), title=title, text=text or f"Facts about {title}.")
+
+
 class FakeRetriever(Retriever):
-    """Returns k passages named after the query ("<query>|<i>"), so tests see what was found for what.
+    """Deterministic search without an index; every query is recorded in `queries` as (query, k).
 
-    With `shared_id`, every query also finds the same passage ("common") first."""
+    naming="query": k passages named after the query ("<query>|<i>", titled "<query> title <i>"),
+        so a test sees what was found for what; with `shared_id` every query also finds the
+        same passage ("common") first.
+    naming="counter": fresh paragraphs titled N1, N2, ... (the same ones when a query is asked
+        again), so a tree's paragraphs are told apart by number.
+    `fixed` gives chosen results for chosen queries, in either mode.
+    """
 
-    def __init__(self, shared_id: bool = False):
-        self.queries: list[str] = []
-        self.shared_id = shared_id
+    def __init__(self, naming: str = "query", fixed: dict[str, list[Passage]] | None = None,
+                 shared_id: bool = False):
+        if naming not in ("query", "counter"):
+            raise ValueError(f"naming is 'query' or 'counter', got {naming!r}")
+        self.naming, self.fixed, self.shared_id = naming, fixed or {}, shared_id
+        self.queries: list[tuple[str, int]] = []
+        self._made: dict[str, list[Passage]] = {}
+        self._count = 0
+
+    @property
+    def asked(self) -> list[str]:
+        return [q for q, _ in self.queries]
 
     def search_batch(self, queries, k):
-        self.queries.extend(queries)
+        self._check(queries, k)
         out = []
         for q in queries:
-            hits = [Passage(f"{q}|{i}", f"{q} title {i}", f"text {i} about {q}", 1.0 - i / 10) for i in range(k)]
-            if self.shared_id:
-                hits[0] = Passage("common", "Common", "text 0 about common")
-            out.append(hits)
+            self.queries.append((q, k))
+            if q in self.fixed:
+                out.append(self.fixed[q][:k])
+            elif self.naming == "counter":
+                made = self._made.setdefault(q, [])
+                while len(made) < k:
+                    self._count += 1
+                    made.append(passage(f"N{self._count}"))
+                out.append(made[:k])
+            else:
+                hits = [Passage(f"{q}|{i}", f"{q} title {i}", f"text {i} about {q}", 1.0 - i / 10) for i in range(k)]
+                if self.shared_id:
+                    hits[0] = Passage("common", "Common", "text 0 about common")
+                out.append(hits)
         return out
 
 

@@ -12,14 +12,14 @@ import re
 
 import dspy
 import pytest
-from fakes import FakeRetriever, Overlap, scripted_lm
 
+from tests.fakes import FakeRetriever, Overlap, scripted_lm
 from treeqa.data.corpus import Passage
 from treeqa.programs.beam_search import PRESETS, BeamSearchQA, same_question
 
 QUESTION = "QQ"
 _LAST_QUERY = re.compile(r"Query: (.*)")
-_PASSAGE_OF = re.compile(r"text \d+ about (.*?)\"")
+_PASSAGE_OF = re.compile(r"text \d+ about (.*)")
 
 
 class Script:
@@ -41,7 +41,7 @@ class Script:
             asked = self.asks.get(name, [f"{name}{i}" for i in range(1, int(inputs["max_questions"]) + 1)])
             reply = {"sub_questions": json.dumps(asked)}
         elif kind == "evidence":
-            name = _PASSAGE_OF.search(inputs["passages"]).group(1)
+            name = _PASSAGE_OF.search(inputs["passages"][0]).group(1)
             reply = {"evidence": f"facts about {name}"}
         elif kind == "document":
             name = inputs["question"]
@@ -105,8 +105,8 @@ def test_lm_calls_match_the_algorithm(k, d, b, mode):
     n_states = len(pred.tree["states"])
     assert engine.kinds().count("answer") == engine.kinds().count("confidence") == n_states
     if mode == "retrieval":
-        assert len(retriever.queries) == n_states - 1  # every state but the first seed retrieved once
-        assert retriever.queries[0] == QUESTION
+        assert len(retriever.asked) == n_states - 1  # every state but the first seed retrieved once
+        assert retriever.asked[0] == QUESTION
     assert pred.failures == []
 
 
@@ -183,7 +183,7 @@ def test_a_sub_question_already_on_the_path_is_not_asked_again():
     assert by["root"]["asked"] == ["QQ", "a", "A?", "a", "b", "c"]  # as parsed, before filtering
     assert [s["sub_questions"] for s in pred.tree["states"] if s["parent"] == 0] == [["a"], ["b"]]
     assert [s["sub_questions"] for s in pred.tree["states"] if s["depth"] == 2] == [["a", "b"], ["a", "d"]]
-    assert retriever.queries == [QUESTION, "a", "b", "QQ1", "QQ2", "b", "d"]
+    assert retriever.asked == [QUESTION, "a", "b", "QQ1", "QQ2", "b", "d"]
 
 
 def test_a_lightly_reworded_question_counts_as_asked():
@@ -299,7 +299,7 @@ def test_retrieved_lists_each_passage_once_first_retrieved_first():
     ids = [p.id for p in pred.retrieved]
     assert ids[:2] == ["common", f"{QUESTION}|1"] and len(ids) == len(set(ids))
     assert all(isinstance(p, Passage) for p in pred.retrieved)
-    assert len(ids) == 1 + len(retriever.queries)  # "common" + one own passage per query (N=2)
+    assert len(ids) == 1 + len(retriever.asked)  # "common" + one own passage per query (N=2)
 
 
 def test_genread_has_no_retrieved_field():

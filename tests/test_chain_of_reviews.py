@@ -6,13 +6,13 @@ import dspy
 import pytest
 
 from tests.review_fakes import (  # noqa: F401 - autouse
-    FakeRetriever,
     Q,
     answering,
     no_real_encoder,
     passage,
     review,
     run,
+    tree_retriever,
 )
 from treeqa.programs.tree_of_reviews import ChainOfReviews
 from treeqa.signatures.review import ReviewWithReasoning
@@ -28,13 +28,13 @@ def by_turn(actions, **kw):
 
 
 def test_defaults_follow_the_paper():
-    program = ChainOfReviews(retriever=FakeRetriever())
+    program = ChainOfReviews(retriever=tree_retriever())
     assert (program.k, program.max_turns, program.expansion, program.fusion) == (5, 3, "cot", "evidence")
     assert program.review.signature.instructions == ReviewWithReasoning.instructions
 
 
 def test_each_turn_reviews_everything_retrieved_so_far():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = ChainOfReviews(retriever=retriever, expansion="direct")
     pred, engine = run(program, by_turn(["search", "search", "search"]))
     reviews = engine.of("review")
@@ -51,7 +51,7 @@ def test_each_turn_reviews_everything_retrieved_so_far():
 
 
 def test_accept_ends_the_chain_with_one_piece_of_evidence():
-    program = ChainOfReviews(retriever=FakeRetriever(), expansion="direct")
+    program = ChainOfReviews(retriever=tree_retriever(), expansion="direct")
     pred, engine = run(program, by_turn(["search", "accept"]))
     assert len(engine.of("review")) == 2
     (piece,) = pred.evidence
@@ -60,7 +60,7 @@ def test_accept_ends_the_chain_with_one_piece_of_evidence():
 
 
 def test_reject_ends_the_chain():
-    program = ChainOfReviews(retriever=FakeRetriever(), expansion="direct")
+    program = ChainOfReviews(retriever=tree_retriever(), expansion="direct")
     pred, engine = run(program, by_turn(["reject"]))
     assert len(engine.of("review")) == 1 and pred.tree["nodes"][0]["action"] == "reject"
     assert engine.of("fuse")[0].inputs["evidence"][0].startswith("Analysis: (none)")
@@ -68,14 +68,14 @@ def test_reject_ends_the_chain():
 
 def test_later_turns_only_add_new_paragraphs():
     a, b, c = passage("A"), passage("B"), passage("C")
-    retriever = FakeRetriever(fixed={Q: [a, b], "next": [b, a, c]})
+    retriever = tree_retriever(fixed={Q: [a, b], "next": [b, a, c]})
     program = ChainOfReviews(retriever=retriever, k=2, max_turns=2, expansion="direct")
     _, engine = run(program, answering(lambda call: review("search", next_query="next")))
     assert [c.titles for c in engine.of("review")] == [["A", "B"], ["A", "B", "C"]]
 
 
 def test_mpc_expansion_in_the_chain():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = ChainOfReviews(retriever=retriever, max_turns=2, expansion="mpc")
     _, engine = run(program, answering(lambda c: review("search"), missing=lambda c: "Example is a novel by Jane Doe."))
     assert len(engine.of("complete")) == 1 and len(engine.of("complete")[0].titles) == 5
@@ -83,7 +83,7 @@ def test_mpc_expansion_in_the_chain():
 
 
 def test_reviews_stay_within_the_paragraph_budget():
-    retriever = FakeRetriever(fixed={Q: [passage(f"L{i}", "word " * 300) for i in range(5)]})
+    retriever = tree_retriever(fixed={Q: [passage(f"L{i}", "word " * 300) for i in range(5)]})
     program = ChainOfReviews(retriever=retriever, expansion="direct", max_turns=2, max_review_chars=2000)
     _, engine = run(program, answering(lambda c: review("search", next_query="more")))
     for call in engine.of("review"):
@@ -96,7 +96,7 @@ def test_a_failed_review_ends_the_chain_and_is_recorded():
             return TimeoutError("slow")
         return review("search", next_query="more") if call.kind == "review" else {"answer": "x"}
 
-    program = ChainOfReviews(retriever=FakeRetriever(), expansion="direct")
+    program = ChainOfReviews(retriever=tree_retriever(), expansion="direct")
     pred, engine = run(program, script)
     assert len(engine.of("review")) == 2 and pred.answer == "x"
     assert pred.tree["nodes"][1]["action"] == "reject"
@@ -109,14 +109,14 @@ def test_needs_a_retriever_and_a_question():
     with pytest.raises(ValueError, match="retriever"):
         ChainOfReviews()
     with pytest.raises(ValueError, match="question is empty"):
-        ChainOfReviews(retriever=FakeRetriever())(question="")
+        ChainOfReviews(retriever=tree_retriever())(question="")
 
 
 def test_save_load_round_trip(tmp_path):
-    program = ChainOfReviews(retriever=FakeRetriever())
+    program = ChainOfReviews(retriever=tree_retriever())
     program.fuse.demos = [dspy.Example(question="q", evidence=["Analysis: a"], answer="a")]
     program.save(str(tmp_path / "cor.json"))
-    fresh = ChainOfReviews(retriever=FakeRetriever())
+    fresh = ChainOfReviews(retriever=tree_retriever())
     fresh.load(str(tmp_path / "cor.json"))
     assert fresh.dump_state() == program.dump_state()
     assert [name for name, _ in fresh.named_predictors()] == ["review", "fuse"]

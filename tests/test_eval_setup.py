@@ -5,10 +5,8 @@ recorded failure of one beam state, and the splits the papers report."""
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever as NamedRetriever
-from tests.fakes import scripted_lm as scripted_kind_lm
-from tests.generic_lm import generic_lm
-from tests.review_fakes import FakeRetriever, Q, answering, no_real_encoder, passage, run  # noqa: F401 - autouse
+from tests.fakes import FakeRetriever, generic_lm, scripted_lm
+from tests.review_fakes import Q, answering, no_real_encoder, passage, run, tree_retriever  # noqa: F401 - autouse
 from treeqa.cli import default_split
 from treeqa.optimize import splits_for
 from treeqa.programs import PROGRAMS, BeamSearchQA, ChainOfReviews, TreeOfReviews, build_program, uses_retriever
@@ -19,7 +17,7 @@ from treeqa.signatures.review import select_for_review
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_every_program_cleans_its_answer_the_same_way(name):
-    retriever = NamedRetriever() if uses_retriever(name, preset="nq" if name == "beam" else None) else None
+    retriever = FakeRetriever() if uses_retriever(name, preset="nq" if name == "beam" else None) else None
     program = build_program(name, retriever, preset="nq" if name == "beam" else None)
     with dspy.context(lm=generic_lm({"": "The answer is Paris.\nBecause it is the capital."})):
         pred = program(question="What is the capital of France?")
@@ -33,7 +31,7 @@ def _sufficient_without_analysis(call):
 
 
 def test_a_sufficient_path_at_the_last_level_is_accepted_not_dropped():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 1), expansion="direct")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 1), expansion="direct")
     pred, engine = run(program, answering(_sufficient_without_analysis))
     nodes = pred.tree["nodes"]
     # depth 1 can still search, so it does; depth 2 cannot, so its sufficient path is evidence
@@ -44,7 +42,7 @@ def test_a_sufficient_path_at_the_last_level_is_accepted_not_dropped():
 
 
 def test_the_chain_accepts_a_sufficient_path_on_its_last_turn():
-    program = ChainOfReviews(retriever=FakeRetriever(), k=2, max_turns=2, expansion="direct")
+    program = ChainOfReviews(retriever=tree_retriever(), k=2, max_turns=2, expansion="direct")
     pred, engine = run(program, answering(_sufficient_without_analysis))
     assert [n["action"] for n in pred.tree["nodes"]] == ["search", "accept"]
     assert len(pred.evidence) == 1 and len(pred.evidence[0]["ids"]) == 4
@@ -59,7 +57,7 @@ def test_the_paragraph_under_review_is_always_shown():
 
 def test_relevance_is_credited_only_to_paragraphs_the_review_saw():
     long = [passage(f"L{i}", "word " * 300) for i in range(5)]
-    retriever = FakeRetriever(fixed={Q: long})
+    retriever = tree_retriever(fixed={Q: long})
     program = ChainOfReviews(retriever=retriever, k=5, max_turns=1, expansion="direct", max_review_chars=700)
 
     def script(call):
@@ -76,7 +74,7 @@ def test_relevance_is_credited_only_to_paragraphs_the_review_saw():
 
 # --- BeamSearchQA --------------------------------------------------------------------------
 
-class FailingSearch(NamedRetriever):
+class FailingSearch(FakeRetriever):
     """Fails on every query but the question itself."""
 
     def search_batch(self, queries, k):
@@ -93,7 +91,7 @@ def _beam_script(kind, inputs):
 @pytest.mark.parametrize("threads", [1, 3])
 def test_a_failed_search_fails_that_state_only(threads):
     program = BeamSearchQA(FailingSearch(), max_queries=2, depth=1, beam_size=2, threads=threads)
-    lm, _ = scripted_kind_lm(_beam_script)
+    lm, _ = scripted_lm(_beam_script)
     with dspy.context(lm=lm):
         pred = program(question="QQ")
     children = [s for s in pred.tree["states"] if s["depth"] == 1]

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import treeqa.lm
-from tests.generic_lm import generic_lm
+from tests.fakes import generic_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, save_compiled
 from treeqa.evaluation import RunAborted, read_records

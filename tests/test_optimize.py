@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 import treeqa.lm
-from tests.generic_lm import generic_lm
+from tests.fakes import generic_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
 from treeqa.optimize import (
@@ -145,9 +145,9 @@ def test_plan_counts_calls_without_making_any(scripted, tmp_path):
 
 
 def test_call_bounds_follow_the_algorithms():
-    from tests.review_fakes import FakeRetriever
+    from tests.fakes import FakeRetriever
 
-    retriever = FakeRetriever([])
+    retriever = FakeRetriever()
     beam = build_program("beam", retriever, preset="nq")  # B=2 D=2 K=2, retrieval
     assert max_calls_per_question(beam) == 5 + 2 * 2 * (1 + 2 * 3)
     tor = build_program("tor", retriever)  # widths 5,3,3: 65 reviews, 20 MPC, 1 fusion

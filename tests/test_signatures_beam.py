@@ -3,9 +3,9 @@
 import dspy
 import pytest
 from dspy.utils.exceptions import AdapterParseError
-from fakes import scripted_lm
 from pydantic import TypeAdapter
 
+from tests.fakes import scripted_lm
 from treeqa.signatures.answer import Answer, AnswerFromPassages
 from treeqa.signatures.ask import Ask, parse_questions
 from treeqa.signatures.evidence import GenerateBackground, SummarizeEvidence

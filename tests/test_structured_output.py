@@ -7,7 +7,7 @@ import dspy
 import jsonschema
 import pytest
 
-from tests.review_fakes import FakeRetriever
+from tests.review_fakes import tree_retriever
 from treeqa.lm import LlamaEngine, adapter_for, get_lm
 from treeqa.programs import PROGRAMS, build_program
 from treeqa.signatures.answer import Answer, AnswerFromPassages
@@ -92,7 +92,7 @@ def test_adapter_choice():
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_every_predictor_carries_its_signature_budget(name):
-    program = build_program(name, FakeRetriever())
+    program = build_program(name, tree_retriever())
     predictors = program.named_predictors()
     assert predictors
     for pname, predictor in predictors:

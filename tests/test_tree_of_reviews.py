@@ -8,15 +8,15 @@ import dspy
 import numpy as np
 import pytest
 
-from tests.fakes import Overlap
+from tests.fakes import FakeRetriever, Overlap
 from tests.review_fakes import (  # noqa: F401 - autouse
-    FakeRetriever,
     Q,
     answering,
     no_real_encoder,
     passage,
     review,
     run,
+    tree_retriever,
 )
 from treeqa.programs.tree_of_reviews import RECALL_K, TreeOfReviews, rank_retrieved
 from treeqa.signatures.fusion import Evidence
@@ -36,7 +36,7 @@ def reviewed(pred):
 @pytest.mark.parametrize(("widths", "reviews", "retrievals"),
                          [((3, 2), 3 + 6, 1 + 3), ((5, 3, 3), 5 + 15 + 45, 1 + 5 + 15)])
 def test_every_node_searches_until_the_last_level(widths, reviews, retrievals):
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = TreeOfReviews(retriever=retriever, widths=widths, expansion="direct")
     pred, engine = run(program, always("search", next_query="more"))
     assert len(engine.of("review")) == reviews and pred.tree["stats"]["reviews"] == reviews
@@ -53,7 +53,7 @@ def test_every_node_searches_until_the_last_level(widths, reviews, retrievals):
 
 
 def test_mpc_adds_one_completion_per_expanded_node():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(3, 2), expansion="mpc")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(3, 2), expansion="mpc")
     pred, engine = run(program, always("search"))
     assert len(engine.of("review")) == 9
     assert len(engine.of("complete")) == 3  # only the depth-1 nodes expand
@@ -61,16 +61,16 @@ def test_mpc_adds_one_completion_per_expanded_node():
 
 
 def test_depth_defaults_to_the_widths_and_is_checked():
-    assert TreeOfReviews(retriever=FakeRetriever()).widths == (5, 3, 3)
-    assert TreeOfReviews(retriever=FakeRetriever(), widths=(5, 3, 3), depth=2).widths == (5, 3)
+    assert TreeOfReviews(retriever=tree_retriever()).widths == (5, 3, 3)
+    assert TreeOfReviews(retriever=tree_retriever(), widths=(5, 3, 3), depth=2).widths == (5, 3)
     with pytest.raises(ValueError, match="depth"):
-        TreeOfReviews(retriever=FakeRetriever(), widths=(5, 3), depth=3)
+        TreeOfReviews(retriever=tree_retriever(), widths=(5, 3), depth=3)
     with pytest.raises(ValueError, match="widths"):
-        TreeOfReviews(retriever=FakeRetriever(), widths=(5, 0))
+        TreeOfReviews(retriever=tree_retriever(), widths=(5, 0))
 
 
 def test_review_sees_every_paragraph_on_its_path_root_first():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 2, 2), expansion="direct")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2, 2), expansion="direct")
     _, engine = run(program, answering(lambda c: review("search", next_query=f"after {c.titles[-1]}")))
     paths = [c.titles for c in engine.of("review")]
     # each node asks past its ancestors ("after N1" gets N3-N5), so the width holds
@@ -80,7 +80,7 @@ def test_review_sees_every_paragraph_on_its_path_root_first():
 
 def test_a_path_never_repeats_a_paragraph():
     a, b, c = passage("A"), passage("B"), passage("C")
-    retriever = FakeRetriever(fixed={Q: [a], "next": [a, b, c]})
+    retriever = tree_retriever(fixed={Q: [a], "next": [a, b, c]})
     program = TreeOfReviews(retriever=retriever, widths=(1, 2), expansion="direct")
     pred, engine = run(program, always("search", next_query="next"))
     assert [c.titles for c in engine.of("review")] == [["A"], ["A", "B"], ["A", "C"]]
@@ -88,7 +88,7 @@ def test_a_path_never_repeats_a_paragraph():
 
 
 def test_accept_stops_the_path_and_fills_the_pool():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 2), expansion="direct")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="direct")
     pred, engine = run(program, always("accept", analysis="Jane Doe wrote it."))
     assert len(engine.of("review")) == 2  # nothing expands
     assert [e["titles"] for e in pred.evidence] == [["N1"], ["N2"]]
@@ -97,7 +97,7 @@ def test_accept_stops_the_path_and_fills_the_pool():
 
 
 def test_max_evidence_stops_the_whole_search():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(5, 3), expansion="direct", max_evidence=2)
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(5, 3), expansion="direct", max_evidence=2)
     pred, engine = run(program, always("accept", analysis="It is 42."))
     assert len(engine.of("review")) == 2 and len(pred.evidence) == 2
 
@@ -110,7 +110,7 @@ def _reject_first(call):
 
 @pytest.mark.parametrize(("pruning", "reviews"), [(True, 2 + 2), (False, 2 + 4)])
 def test_relevance_pruning(pruning, reviews):
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 2), expansion="direct", relevance_pruning=pruning)
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="direct", relevance_pruning=pruning)
     pred, engine = run(program, answering(_reject_first))
     assert len(engine.of("review")) == reviews
     n1 = next(n for n in pred.tree["nodes"] if n["title"] == "N1")
@@ -120,7 +120,7 @@ def test_relevance_pruning(pruning, reviews):
 @pytest.mark.parametrize("pruning", [True, False])
 def test_repetitive_pruning(pruning):
     a, b, c = passage("A"), passage("B"), passage("C")
-    retriever = FakeRetriever(fixed={Q: [a, b], "from B": [a, c]})
+    retriever = tree_retriever(fixed={Q: [a, b], "from B": [a, c]})
 
     def script(call):
         if call.titles == ["A"]:
@@ -144,7 +144,7 @@ def test_repetitive_pruning(pruning):
 # --- expansion strategies --------------------------------------------------------------------
 
 def test_direct_expansion_searches_with_the_reviews_query():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = TreeOfReviews(retriever=retriever, widths=(1, 1), expansion="direct")
     pred, engine = run(program, always("search", next_query="novel Example author"))
     assert program.review.signature.instructions == ParagraphReview.instructions
@@ -154,7 +154,7 @@ def test_direct_expansion_searches_with_the_reviews_query():
 
 
 def test_cot_expansion_reasons_before_the_query():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = TreeOfReviews(retriever=retriever, widths=(1, 1), expansion="cot")
     assert list(program.review.signature.output_fields)[0] == "reasoning"
     assert program.review.signature.instructions == ReviewWithReasoning.instructions
@@ -164,7 +164,7 @@ def test_cot_expansion_reasons_before_the_query():
 
 
 def test_mpc_expansion_searches_with_the_missing_paragraph():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = TreeOfReviews(retriever=retriever, widths=(1, 1), expansion="mpc")
     assert program.complete_paragraph.signature.instructions == CompleteMissingParagraph.instructions
     text = "Example (novel) is a 1990 novel by Jane Doe."
@@ -174,7 +174,7 @@ def test_mpc_expansion_searches_with_the_missing_paragraph():
 
 
 def test_mpc_failure_falls_back_to_the_reviews_query():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
 
     def script(call):
         if call.kind == "complete":
@@ -189,7 +189,7 @@ def test_mpc_failure_falls_back_to_the_reviews_query():
 
 
 def test_a_search_without_a_query_searches_question_and_title():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = TreeOfReviews(retriever=retriever, widths=(1, 1), expansion="direct")
     pred, _ = run(program, always("search", next_query="None"))
     assert [q for q, _ in retriever.queries] == [Q, f"{Q} N1"]
@@ -210,7 +210,7 @@ def _two_pieces(call):
 
 @pytest.mark.parametrize("fusion", ["analysis", "paragraph", "evidence"])
 def test_fusion_modes_pass_their_context(fusion):
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 2), expansion="direct", fusion=fusion)
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="direct", fusion=fusion)
     pred, engine = run(program, answering(_two_pieces, answer="The answer is Jane Doe."))
     (fuse,) = engine.of("fuse")
     assert pred.answer == "Jane Doe"
@@ -229,7 +229,7 @@ def test_fusion_modes_pass_their_context(fusion):
 
 
 def test_fusion_drops_the_last_evidence_when_over_budget():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(3,), expansion="direct", fusion="analysis",
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(3,), expansion="direct", fusion="analysis",
                             max_context_chars=50)
     pred, engine = run(program, answering(lambda c: review("accept", analysis=f"{c.titles[-1]} says twenty chars")))
     assert len(pred.evidence) == 3
@@ -237,7 +237,7 @@ def test_fusion_drops_the_last_evidence_when_over_budget():
 
 
 def test_empty_pool_reads_the_relevant_paragraphs_instead():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(3,), expansion="direct", fusion="paragraph")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(3,), expansion="direct", fusion="paragraph")
     script = answering(lambda c: review("search", next_query="q") if c.titles == ["N2"] else review("reject"))
     pred, engine = run(program, script)
     assert pred.evidence == [] and pred.tree["stats"]["fused_from"] == "fallback"
@@ -245,7 +245,7 @@ def test_empty_pool_reads_the_relevant_paragraphs_instead():
 
 
 def test_empty_pool_and_nothing_relevant_reads_the_questions_paragraphs():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2,), expansion="direct", fusion="paragraph")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2,), expansion="direct", fusion="paragraph")
     _, engine = run(program, always("reject"))
     assert engine.of("fuse")[0].inputs["paragraphs"] == ["N1: Facts about N1.", "N2: Facts about N2."]
 
@@ -290,7 +290,7 @@ def test_ranking_reranks_by_similarity_to_the_answer_beyond_k():
 
 
 def test_program_returns_the_ranked_passages():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = TreeOfReviews(retriever=retriever, widths=(3, 2), expansion="direct", embed_fn=_embedder(set()))
     script = answering(lambda c: review("accept", analysis="ok") if c.titles[-1] == "N5"
                        else review("search", next_query=f"q{c.titles[-1]}"))
@@ -313,7 +313,7 @@ def test_a_failed_review_counts_as_reject_and_is_recorded(bad, engine_calls):
             return review("accept", analysis=f"{call.titles[-1]} fits")
         return {"answer": "done"}
 
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(3, 2), expansion="direct")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(3, 2), expansion="direct")
     pred, engine = run(program, script)
     n2 = next(n for n in pred.tree["nodes"] if n["title"] == "N2")
     assert n2["action"] == "reject" and not n2["expanded"]
@@ -324,7 +324,7 @@ def test_a_failed_review_counts_as_reject_and_is_recorded(bad, engine_calls):
 
 
 def test_everything_failing_gives_an_empty_answer_not_an_error():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2,), expansion="direct")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2,), expansion="direct")
     pred, _ = run(program, lambda call: RuntimeError("server down"))
     assert pred.answer == "" and pred.evidence == []
     assert [f["where"] for f in pred.failures] == ["review@node1", "review@node2", "fuse"]
@@ -332,6 +332,9 @@ def test_everything_failing_gives_an_empty_answer_not_an_error():
 
 def test_a_failed_search_ends_the_branch():
     class Broken(FakeRetriever):
+        def __init__(self):
+            super().__init__("counter")
+
         def search_batch(self, queries, k):
             if queries[0] != Q:
                 raise OSError("index gone")
@@ -348,15 +351,15 @@ def test_needs_a_retriever_and_a_question():
     with pytest.raises(ValueError, match="retriever"):
         TreeOfReviews()
     with pytest.raises(ValueError, match="expansion"):
-        TreeOfReviews(retriever=FakeRetriever(), expansion="bfs")
+        TreeOfReviews(retriever=tree_retriever(), expansion="bfs")
     with pytest.raises(ValueError, match="fusion"):
-        TreeOfReviews(retriever=FakeRetriever(), fusion="vote")
+        TreeOfReviews(retriever=tree_retriever(), fusion="vote")
     with pytest.raises(ValueError, match="question is empty"):
-        TreeOfReviews(retriever=FakeRetriever())(question="  ")
+        TreeOfReviews(retriever=tree_retriever())(question="  ")
 
 
 def test_tree_is_plain_json():
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 2), expansion="cot")
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="cot")
     pred, _ = run(program, answering(_two_pieces))
     data = json.loads(json.dumps({"tree": pred.tree, "evidence": pred.evidence, "failures": pred.failures}))
     root = data["tree"]["nodes"][0]
@@ -366,12 +369,12 @@ def test_tree_is_plain_json():
 
 
 def test_predictor_names_avoid_score():
-    names = [name for name, _ in TreeOfReviews(retriever=FakeRetriever()).named_predictors()]
+    names = [name for name, _ in TreeOfReviews(retriever=tree_retriever()).named_predictors()]
     assert names == ["review", "complete_paragraph", "fuse"]
 
 
 def test_save_load_round_trip(tmp_path):
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 2))
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2))
     program.review.demos = [dspy.Example(question="q", paragraphs=["T: t"], relevant=True, sufficient=False,
                                          action="search", next_query="nq", analysis="")]
     program.fuse.signature = program.fuse.signature.with_instructions("Answer briefly from the evidence.")
@@ -380,7 +383,7 @@ def test_save_load_round_trip(tmp_path):
     saved = path.read_text()
     assert "Facts about" not in saved and "FakeRetriever" not in saved  # no retriever state
 
-    fresh = TreeOfReviews(retriever=FakeRetriever(), widths=(2, 2))
+    fresh = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2))
     fresh.load(str(path))
     assert fresh.dump_state() == program.dump_state()
     assert fresh.fuse.signature.instructions == "Answer briefly from the evidence."
@@ -389,7 +392,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_deepcopy_shares_the_retriever():
-    retriever = FakeRetriever()
+    retriever = tree_retriever()
     program = TreeOfReviews(retriever=retriever)
     clone = copy.deepcopy(program)
     assert clone.retriever is retriever and clone.review is not program.review
@@ -400,7 +403,7 @@ def test_a_failing_encoder_keeps_discovery_order():
     def broken(texts):
         raise OSError("encoder missing")
 
-    program = TreeOfReviews(retriever=FakeRetriever(), widths=(4, 4), expansion="direct", embed_fn=broken)
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(4, 4), expansion="direct", embed_fn=broken)
     script = answering(lambda c: review("search", next_query=f"after {c.titles[-1]}"))
     pred, _ = run(program, script)  # 4 + 4 * 4 = 20 paragraphs > 15
     assert len(pred.retrieved) == 20 and pred.failures[-1]["where"] == "rerank"
@@ -419,9 +422,9 @@ def test_threads_review_siblings_concurrently_with_the_same_tree():
         return review("accept", analysis="found") if call.titles[-1].endswith("2") else review("search", next_query="q")
 
     script = answering(slow_review)
-    serial, _ = run(TreeOfReviews(retriever=FakeRetriever(), widths=(3, 2), expansion="direct"), script)
+    serial, _ = run(TreeOfReviews(retriever=tree_retriever(), widths=(3, 2), expansion="direct"), script)
     assert overlap.peak == 1
-    parallel, engine = run(TreeOfReviews(retriever=FakeRetriever(), widths=(3, 2), expansion="direct", threads=3),
+    parallel, engine = run(TreeOfReviews(retriever=tree_retriever(), widths=(3, 2), expansion="direct", threads=3),
                            script)
     assert overlap.peak > 1
     strip = lambda pred: [{k: v for k, v in n.items() if k != "failures"} for n in pred.tree["nodes"]]  # noqa: E731
@@ -431,4 +434,4 @@ def test_threads_review_siblings_concurrently_with_the_same_tree():
 
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads"):
-        TreeOfReviews(retriever=FakeRetriever(), threads=0)
+        TreeOfReviews(retriever=tree_retriever(), threads=0)
