@@ -152,6 +152,10 @@ def evaluate_cmd(
     typer.echo(data_line(result["data"]))
     typer.echo(result["table"])
     typer.echo("EM and F1 with 95% bootstrap intervals over the questions.")
+    if "decisions" in result["summary"]:
+        from treeqa.decisions import describe
+
+        typer.echo(f"decisions: {describe(result['summary']['decisions'])}")
     typer.echo(f"written to {result['out']}")
 
 

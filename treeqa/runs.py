@@ -189,6 +189,7 @@ def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_
     import dspy
 
     from treeqa.data import SPLITS, corpus_description, load_examples
+    from treeqa.decisions import decisions
     from treeqa.evaluation import evaluate
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
@@ -210,6 +211,10 @@ def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_
                           desc=f"{spec.program} on {spec.dataset}", adapter=adapter, run_key=spec.key(),
                           retry_failed=retry_failed, max_errors=max_errors)
     label = spec.program + (f" ({spec.preset})" if spec.preset else "")
+    gold = {ex.id: ex.get("gold_ids") or [] for ex in examples}
+    judged = decisions(spec.program, result["records"], gold)
+    if judged is not None:
+        result["summary"]["decisions"] = judged
     data = {"split": spec.split, "questions": f"{len(examples)} seeded (seed {spec.seed}) from "
                                               f"{SPLITS[spec.dataset][spec.split].path}"}
     if retriever_used:

@@ -1,0 +1,69 @@
+"""The decisions of finished ToR / CoR / beam runs, against the annotations.
+
+    python benchmarks/decisions.py RUN_DIR [RUN_DIR ...] [--out benchmarks/decisions.md]
+
+Each RUN_DIR is a `treeqa evaluate` folder (spec.json + predictions.jsonl). The gold
+paragraphs come from the run's own questions (dataset, split, n and seed of its spec). See
+`treeqa/decisions.py` for what each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from treeqa.data import load_examples
+from treeqa.decisions import decisions
+from treeqa.evaluation import read_records
+
+
+def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
+    spec = json.loads((run_dir / "spec.json").read_text())
+    examples = load_examples(spec["dataset"], spec["split"], n=spec["n"], seed=spec["seed"])
+    gold = {ex.id: ex.get("gold_ids") or [] for ex in examples}
+    records = read_records(run_dir / "predictions.jsonl")
+    return spec, decisions(spec["program"], records, gold) | {"n": len(records)} if records else None
+
+
+def markdown(rows: list[tuple[dict, dict]]) -> str:
+    lines = ["| run | n | reviews | accept / search / reject | accept precision | accepted on full paths | "
+             "search on partial paths | reject on distractors | questions with an expansion | deepest node |",
+             "|---" * 10 + "|"]
+    beams = ["| run | n | stop reasons | last beam depth | top two tied | states | Brier | ECE | "
+             "mean confidence | state EM |", "|---" * 10 + "|"]
+    for spec, f in rows:
+        label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
+        if "score_calibration" in f:
+            cal = f["score_calibration"]
+            beams.append(f"| {label} | {f['n']} | {f['stop_reasons']} | {f['last_beam_depth_histogram']} | "
+                         f"{f['top_two_tied']}% | {cal['states']} | {cal['brier']} | {cal['ece']} | "
+                         f"{cal.get('mean_confidence')} | {cal.get('accuracy')} |")
+        else:
+            a = f["actions"]
+            lines.append(f"| {label} | {f['n']} | {f['reviews']} | {a['accept']} / {a['search']} / {a['reject']} | "
+                         f"{f['accept_precision']}% | {f['accept_rate_on_full_paths']}% | "
+                         f"{f['search_rate_on_partial_paths']}% | {f['reject_rate_on_distractors']}% | "
+                         f"{f['questions_with_expansion']}% | {f['depth_histogram']} |")
+    return "\n".join(lines) + "\n\n" + "\n".join(beams) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    rows = [(spec, f) for spec, f in map(figures_of, args.runs) if f is not None]
+    table = markdown(rows)
+    print(table)
+    if args.out:
+        args.out.write_text("# Search decisions against the annotations\n\n"
+                            "Computed by `python benchmarks/decisions.py "
+                            + " ".join(str(r) for r in args.runs) + "` from the runs' recorded trees. A *full* "
+                            "path holds every gold paragraph, a *partial* one some; a *distractor* is a node whose "
+                            "own paragraph is not gold (CoR: a turn that saw no gold paragraph). Beam: Score's "
+                            "confidence of every answered state against that state's EM.\n\n" + table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Decision figures from hand-built trees whose right values are counted by hand."""
+
+import pytest
+
+from treeqa.decisions import beam_decisions, calibration, decisions, describe, review_decisions
+
+GOLD = {"q1": ["g1", "g2"], "q2": ["g3", "g4"]}
+
+
+def _node(i, pid, parent, depth, action, expanded=False):
+    return {"node": i, "id": pid, "parent": parent, "depth": depth, "action": action,
+            "relevant": action != "reject", "expanded": expanded}
+
+
+TOR_RECORDS = [
+    {"id": "q1", "tree": {"nodes": [
+        {"node": 0, "id": None, "parent": None, "depth": 0, "action": "search", "relevant": None, "expanded": True},
+        _node(1, "g1", 0, 1, "search", expanded=True),   # partial path, searched: right
+        _node(2, "g2", 1, 2, "accept"),                  # full path (g1, g2), accepted: right
+        _node(3, "d1", 1, 2, "accept"),                  # partial path, own paragraph a distractor, accepted: wrong
+        _node(4, "d2", 0, 1, "reject"),                  # distractor rejected: right
+        {"node": 5, "id": "g1", "parent": 0, "depth": 1, "action": "pruned", "relevant": None},
+    ]}},
+    {"id": "q2", "tree": {"nodes": [
+        {"node": 0, "id": None, "parent": None, "depth": 0, "action": "search", "relevant": None, "expanded": True},
+        _node(1, "g3", 0, 1, "accept"),                  # partial path accepted: wrong
+        _node(2, "d3", 0, 1, "search"),                  # distractor searched (not expanded: last level)
+    ]}},
+    {"id": "q3", "tree": {"nodes": []}},                 # no gold paragraphs: skipped
+]
+
+
+def test_review_agreement_with_the_annotations():
+    figures = review_decisions(TOR_RECORDS, GOLD)
+    assert figures["questions"] == 2 and figures["reviews"] == 6
+    assert figures["actions"] == {"accept": 3, "search": 2, "reject": 1}
+    assert figures["paths"] == {"full": 1, "partial": 3, "distractor": 3}
+    assert figures["accept_precision"] == pytest.approx(100 / 3, abs=0.01)  # 1 of 3 accepts is a full path
+    assert figures["accept_rate_on_full_paths"] == 100.0
+    assert figures["search_rate_on_partial_paths"] == pytest.approx(100 / 3, abs=0.01)  # g1 searched; d1, g3 not
+    assert figures["reject_rate_on_distractors"] == pytest.approx(100 / 3, abs=0.01)   # d2 of d1, d2, d3
+    assert figures["depth_histogram"] == {"1": 1, "2": 1} and figures["questions_with_expansion"] == 50.0
+    assert "accept precision 33.33%" in describe(figures)
+
+
+def test_chain_turns_are_judged_on_everything_they_saw():
+    records = [{"id": "q1", "tree": {"nodes": [
+        {"node": 0, "depth": 1, "action": "search", "relevant": True, "expanded": True, "ids": ["d1", "g1"]},
+        {"node": 1, "depth": 2, "action": "accept", "relevant": True, "ids": ["d1", "g1", "g2"]},
+    ]}}, {"id": "q2", "tree": {"nodes": [
+        {"node": 0, "depth": 1, "action": "reject", "relevant": False, "ids": ["d5"]}]}}]
+    figures = decisions("cor", records, GOLD)
+    assert figures["accept_precision"] == 100.0 and figures["search_rate_on_partial_paths"] == 100.0
+    assert figures["reject_rate_on_distractors"] == 100.0 and figures["questions_with_expansion"] == 50.0
+
+
+def test_calibration_by_hand():
+    out = calibration([0.9, 0.9, 0.1, 0.5], [1.0, 0.0, 0.0, 1.0])
+    assert out["brier"] == pytest.approx((0.01 + 0.81 + 0.01 + 0.25) / 4)
+    # bins: 0.9 -> {1, 0}: |0.9 - 0.5| = 0.4, weight 1/2; 0.1 -> {0}: 0.1, weight 1/4; 0.5 -> {1}: 0.5, weight 1/4
+    assert out["ece"] == pytest.approx(0.5 * 0.4 + 0.25 * 0.1 + 0.25 * 0.5)
+    assert calibration([], [])["brier"] is None
+    with pytest.raises(ValueError):
+        calibration([0.5], [])
+
+
+def test_beam_stops_ties_and_calibration():
+    def state(i, depth, answer, conf, status="kept"):
+        return {"id": i, "depth": depth, "answer": answer, "confidence": conf, "status": status}
+
+    records = [
+        {"id": "q1", "answers": ["Paris"], "tree": {"stop": "threshold", "beams": [[0, 1], [2, 3]], "states": [
+            state(0, 0, "Paris", 0.9), state(1, 0, "Lyon", 0.9), state(2, 1, "Paris", 0.9),
+            state(3, 1, "Nice", 0.5), state(4, 1, "", 0.0, "failed")]}},
+        {"id": "q2", "answers": ["Rome"], "tree": {"stop": "no_new_states", "beams": [[0, 1]], "states": [
+            state(0, 0, "Rome", 0.8), state(1, 0, "Milan", 0.3)]}},
+    ]
+    figures = beam_decisions(records)
+    assert figures["stop_reasons"] == {"threshold": 1, "no_new_states": 1}
+    assert figures["last_beam_depth_histogram"] == {"0": 1, "1": 1}
+    assert figures["beams_with_two_states"] == 3 and figures["top_two_tied"] == pytest.approx(100 / 3, abs=0.01)
+    cal = figures["score_calibration"]
+    assert cal["states"] == 6 and cal["accuracy"] == pytest.approx(3 / 6)  # the failed state is left out
+    assert "Brier" in describe(figures)
+
+
+def test_programs_that_do_not_search_have_no_decisions():
+    assert decisions("rta", [], GOLD) is None
