@@ -23,7 +23,8 @@ def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
     examples = load_examples(spec["dataset"], spec["split"], n=spec["n"], seed=spec["seed"])
     gold = {ex.id: ex.get("gold_ids") or [] for ex in examples}
     records = read_records(run_dir / "predictions.jsonl")
-    return spec, decisions(spec["program"], records, gold) | {"n": len(records)} if records else None
+    figures = decisions(spec["program"], records, gold) if records else None
+    return spec, (figures | {"n": len(records)} if figures is not None else None)
 
 
 def markdown(rows: list[tuple[dict, dict]]) -> str:
