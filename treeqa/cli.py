@@ -270,6 +270,8 @@ def optimize_cmd(
     candidates: Annotated[int, typer.Option(help="Candidate programs / instructions (search optimizers).")] = 2,
     trials: Annotated[int, typer.Option(help="MIPROv2 trials.")] = 3,
     metric_calls: Annotated[int, typer.Option(help="GEPA's budget of metric calls.")] = 40,
+    annotated_demos: Annotated[int, typer.Option(help="Demos per predictor built from the training "
+                                                      "annotations (--optimizer annotated).")] = 3,
     plan: Annotated[bool, typer.Option("--plan", help="Print the LM-call budget and exit.")] = False,
     cache: Annotated[bool, typer.Option(help="Let the two evaluations use DSPy's response cache "
                                              "(--no-cache: their costs are real).")] = True,
@@ -283,7 +285,8 @@ def optimize_cmd(
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train=train, dev=dev, seed=seed,
                             lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever, threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
-                            trials=trials, metric_calls=metric_calls, cache=cache)
+                            trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
+                            cache=cache)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
     except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:
         _fail(exc)

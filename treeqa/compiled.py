@@ -121,7 +121,7 @@ def trusted_state(program: dspy.Module, state: dict, path: str | Path) -> dict:
         entry = state[name]
         if not isinstance(entry, dict):
             raise CompiledProgramError(f"{where}: its state must be an object")
-        dropped = set(entry) - {"demos", "signature", "lm", "traces", "train"}
+        dropped = set(entry) - {"demos", "signature", "lm", "traces", "train", "fields"}
         if entry.get("lm"):
             dropped.add("lm")
         if dropped:
@@ -130,8 +130,13 @@ def trusted_state(program: dspy.Module, state: dict, path: str | Path) -> dict:
         demos = entry.get("demos") or []
         if not isinstance(demos, list):
             raise CompiledProgramError(f"{where}: 'demos' must be a list")
+        decisions = entry.get("fields") or {}  # DSPy's decision-field settings (thresholds): plain numbers
+        if not isinstance(decisions, dict) or not _json_value(decisions):
+            raise CompiledProgramError(f"{where}: 'fields' must be an object of plain JSON values")
         out[name] = {"demos": [_trusted_demo(d, fields, where) for d in demos], "traces": [], "train": [],
                      "lm": None, "signature": _trusted_signature(entry.get("signature"), fields, where)}
+        if decisions:
+            out[name]["fields"] = decisions
     return out
 
 

@@ -32,7 +32,7 @@ from treeqa.runs import (
 )
 from treeqa.stats import compare_records
 
-OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa")
+OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated")
 
 
 # --- metrics the teleprompters optimise -------------------------------------------------
@@ -87,6 +87,7 @@ def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[
         "copro": settings["breadth"] * settings["depth"] * n_train * 4,
         "simba": settings["steps"] * min(settings["bsize"], n_train) * (settings["candidates"] + 1),
         "gepa": settings["metric_calls"],
+        "annotated": 0,  # demos from the annotations: no program run, no LM call
     }[optimizer]
     return runs * per_q
 
@@ -113,6 +114,7 @@ class OptimizeSpec(BaseModel):
     candidates: int = Field(2, ge=1)
     trials: int = Field(3, ge=1)
     metric_calls: int = Field(40, ge=1)
+    annotated_demos: int = Field(3, ge=1)  # demos per predictor for --optimizer annotated (the papers' 3)
     cache: bool = True  # DSPy's response cache for the two evaluations (compiling always uses it)
 
     @model_validator(mode="after")
@@ -170,6 +172,10 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
                       max_demos=spec.max_demos, prompt_model=proposer, teacher_settings=teacher,
                       num_threads=spec.threads),
                 {"seed": spec.seed})
+    if spec.optimizer == "annotated":
+        from treeqa.annotated import AnnotatedFewShot
+
+        return AnnotatedFewShot(k=spec.annotated_demos, seed=spec.seed), {}
     if spec.optimizer == "gepa":
         return (GEPA(metric=em_feedback_metric, max_metric_calls=t["metric_calls"], reflection_lm=proposer,
                      num_threads=spec.threads, seed=spec.seed, track_stats=False),

@@ -78,14 +78,27 @@ EVAL_SPLITS: dict[str, str] = {"hotpotqa": "dev", "2wikimultihopqa": "dev", "mus
                                "nq": "test", "triviaqa": "test", "webq": "test"}
 
 
-def _example(id: str, question: str, answers: list[str], gold: list[tuple[str, str]] | None = None) -> dspy.Example:
-    """`gold`: the supporting paragraphs as (title, text) pairs, for recall@k."""
+def _example(id: str, question: str, answers: list[str], gold: list[tuple[str, str]] | None = None,
+             annotation: dict | None = None) -> dspy.Example:
+    """`gold`: the supporting paragraphs as (title, text) pairs, for recall@k. `annotation`
+    (multi-hop sets): what the training annotations say, for demos built from them
+    (`treeqa.annotated`): `gold` paragraphs (annotation order; MuSiQue: hop order) with their supporting sentences
+    (`facts`), `distractors`, and MuSiQue's `decomposition` into sub-questions."""
     fields: dict[str, Any] = {"id": id, "question": question, "answers": answers}
     if gold is not None:
         fields["gold_titles"] = _unique(title for title, _ in gold)
         fields["gold_ids"] = _unique(passage_id(title, clean_whitespace(text)) for title, text in gold
                                      if clean_whitespace(text))
+    if annotation is not None:
+        fields["annotation"] = annotation
     return dspy.Example(**fields).with_inputs("question")
+
+
+def _paragraph(title: str, text: str, facts: list[str] | None = None) -> dict:
+    out = {"title": title, "text": clean_whitespace(text)}
+    if facts is not None:
+        out["facts"] = [clean_whitespace(f) for f in facts if clean_whitespace(f)]
+    return out
 
 
 def _unique(items) -> list[str]:
@@ -98,16 +111,37 @@ def _parse_hotpot(rec: dict, where: str) -> dspy.Example:
     """HotpotQA and 2WikiMultihopQA: `_id, question, answer, supporting_facts [[title, sent]],
     context [[title, [sentences]]]`; the gold paragraphs are the context paragraphs that
     hold a supporting fact."""
-    titles = _unique(fact[0] for fact in rec.get("supporting_facts") or [])
-    context = {title: " ".join(sentences) for title, sentences in rec.get("context") or []}
+    facts = [(fact[0], fact[1]) for fact in rec.get("supporting_facts") or []]
+    titles = _unique(title for title, _ in facts)
+    sentences = {title: list(sents) for title, sents in rec.get("context") or []}
+    context = {title: " ".join(sents) for title, sents in sentences.items()}
     gold = [(title, context.get(title, "")) for title in titles]  # a title missing from the context: no id
-    return _example(str(rec["_id"]), rec["question"], [rec["answer"]], gold)
+
+    def facts_of(title: str) -> list[str]:
+        sents = sentences.get(title, [])
+        return [sents[i] for t, i in facts if t == title and isinstance(i, int) and 0 <= i < len(sents)]
+
+    annotation = {"type": rec.get("type"),
+                  "gold": [_paragraph(t, context[t], facts_of(t)) for t in titles if context.get(t)],
+                  "distractors": [_paragraph(t, text) for t, text in context.items() if t not in titles],
+                  "decomposition": []}
+    return _example(str(rec["_id"]), rec["question"], [rec["answer"]], gold, annotation)
 
 
 def _parse_musique(rec: dict, where: str) -> dspy.Example:
     answers = _unique([rec["answer"], *(rec.get("answer_aliases") or [])])
     gold = [(p["title"], p["paragraph_text"]) for p in rec["paragraphs"] if p.get("is_supporting")]
-    return _example(str(rec["id"]), rec["question"], answers, gold)
+    steps = [s for s in rec.get("question_decomposition") or [] if isinstance(s, dict)]
+    # MuSiQue orders supporting paragraphs by their hop through the decomposition's paragraph_support_idx
+    by_idx = {p.get("idx"): p for p in rec["paragraphs"]}
+    hops = [by_idx[s["paragraph_support_idx"]] for s in steps if s.get("paragraph_support_idx") in by_idx]
+    ordered = hops or [p for p in rec["paragraphs"] if p.get("is_supporting")]
+    annotation = {"type": f"{len(steps)}hop" if steps else None,
+                  "gold": [_paragraph(p["title"], p["paragraph_text"], [p["paragraph_text"]]) for p in ordered],
+                  "distractors": [_paragraph(p["title"], p["paragraph_text"]) for p in rec["paragraphs"]
+                                  if not p.get("is_supporting")],
+                  "decomposition": [{"question": s.get("question", ""), "answer": s.get("answer", "")} for s in steps]}
+    return _example(str(rec["id"]), rec["question"], answers, gold, annotation)
 
 
 def _parse_qa_jsonl(rec: dict, where: str) -> dspy.Example:

@@ -1,0 +1,156 @@
+"""Demos from the training annotations: the right labels for each inner predictor, no LM call."""
+
+import json
+
+import dspy
+import pytest
+
+from tests.fakes import FakeRetriever, generic_lm, scripted_lm
+from tests.review_fakes import no_real_encoder, tree_retriever  # noqa: F401 - autouse
+from treeqa.annotated import AnnotatedFewShot
+from treeqa.compiled import load_program, save_compiled
+from treeqa.data import load_split
+from treeqa.programs import build_program
+
+
+def _hotpot(i, answer, gold, distractors):
+    """A record in the official HotpotQA layout: `gold` and `distractors` are (title, [sentences])."""
+    return {"_id": f"t{i}", "question": f"Question {i} about {gold[0][0]}?", "answer": answer, "type": "bridge",
+            "level": "hard", "supporting_facts": [[t, 0] for t, _ in gold],
+            "context": [[t, s] for t, s in gold + distractors]}
+
+
+RECORDS = [
+    _hotpot(1, "Vitznau", [("Rigi Railways", ["Rigi Railways runs cog trains.", " It is based in Vitznau."]),
+                           ("Vitznau", ["Vitznau is a village on Lake Lucerne."])],
+            [("Espresso", ["Espresso is coffee."])]),
+    _hotpot(2, "1871", [("Cog railway", ["The first cog railway in Europe opened in 1871."]),
+                        ("Mount Rigi", ["Mount Rigi is a mountain."])],
+            [("Python", ["Python is a language."]), ("Tea", ["Tea is a drink."])]),
+    _hotpot(3, "Lake Lucerne", [("Weggis", ["Weggis lies on Lake Lucerne."]),
+                                ("Lake Lucerne", ["Lake Lucerne is in central Switzerland."])],
+            [("Zurich", ["Zurich is a city."])]),
+    {"_id": "t4", "question": "One hop only?", "answer": "x", "type": "bridge", "level": "easy",
+     "supporting_facts": [["Solo", 0]], "context": [["Solo", ["Solo is alone."]]]},  # unusable: one gold paragraph
+]
+
+
+def _para(idx, title, text, supporting):
+    return {"idx": idx, "title": title, "paragraph_text": text, "is_supporting": supporting}
+
+
+MUSIQUE = {
+    "id": "2hop__9", "question": "In which region is the lake that Weggis sits on?",
+    "answer": "central Switzerland", "answer_aliases": [], "answerable": True,
+    "paragraphs": [_para(0, "Lake Zurich", "Lake Zurich is a lake.", False),
+                   _para(1, "Lake Lucerne", "Lake Lucerne lies in central Switzerland.", True),
+                   _para(2, "Weggis", "Weggis sits on Lake Lucerne.", True)],
+    "question_decomposition": [
+        {"id": 1, "question": "Which lake does Weggis sit on?", "answer": "Lake Lucerne", "paragraph_support_idx": 2},
+        {"id": 2, "question": "In which region is #1?", "answer": "central Switzerland", "paragraph_support_idx": 1},
+    ],
+}
+
+
+@pytest.fixture
+def train(settings_env, tmp_path):
+    (tmp_path / "hotpotqa").mkdir()
+    (tmp_path / "hotpotqa" / "hotpot_train_subset.json").write_text(json.dumps(RECORDS))
+    (tmp_path / "musique").mkdir()
+    (tmp_path / "musique" / "musique_ans_train_subset.jsonl").write_text(json.dumps(MUSIQUE) + "\n")
+    settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
+    return load_split("hotpotqa", "train"), load_split("musique", "train")
+
+
+def _no_lm():
+    lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call while building demos"))
+    return lm, engine
+
+
+def test_the_loader_keeps_the_annotations(train):
+    hotpot, musique = train
+    ann = hotpot[0].annotation
+    assert [p["title"] for p in ann["gold"]] == ["Rigi Railways", "Vitznau"]
+    assert ann["gold"][0]["facts"] == ["Rigi Railways runs cog trains."]
+    assert ann["distractors"][0]["title"] == "Espresso"
+    steps = musique[0].annotation
+    assert [p["title"] for p in steps["gold"]] == ["Weggis", "Lake Lucerne"]  # hop order, not file order
+    assert steps["decomposition"][1] == {"question": "In which region is #1?", "answer": "central Switzerland"}
+
+
+def test_tor_gets_review_mpc_and_reader_demos_without_any_lm_call(train):
+    hotpot, _ = train
+    lm, engine = _no_lm()
+    with dspy.context(lm=lm):
+        compiled = AnnotatedFewShot(k=3, seed=0).compile(TreeOfReviews_(), trainset=hotpot)
+    assert engine.calls == []
+    reviews = compiled.review.demos
+    assert [(d.relevant, d.sufficient, d.action) for d in reviews] == [
+        (True, False, "search"), (True, True, "accept"), (False, False, "reject")]
+    search, accept, reject = reviews
+    assert len(search.paragraphs) == 1 and len(accept.paragraphs) == 2 and len(reject.paragraphs) == 1
+    source = next(ex for ex in hotpot if ex.question == search.question)
+    gold = source.annotation["gold"]
+    assert search.next_query == gold[1]["title"] and source.answers[0] in accept.analysis
+    assert reject.paragraphs[0].split(":")[0] in {d["title"] for d in source.annotation["distractors"]}
+    mpc = compiled.complete_paragraph.demos
+    assert len(mpc) == 3 and all(d.missing_paragraph for d in mpc)
+    fuse = compiled.fuse.demos
+    assert len(fuse) == 3 and all(d.evidence[0].startswith("Analysis: The paragraphs show") for d in fuse)
+    assert {d.answer for d in fuse} == {"Vitznau", "1871", "Lake Lucerne"}  # the one-hop record is never used
+
+
+def TreeOfReviews_():
+    return build_program("tor", tree_retriever())
+
+
+def test_beam_gets_ask_demos_from_the_decomposition_and_score_demos_both_ways(train):
+    hotpot, musique = train
+    beam = build_program("beam", FakeRetriever(), preset="nq")
+    compiled = AnnotatedFewShot(k=3).compile(beam, trainset=musique + hotpot)
+    ask = compiled.ask.demos
+    assert [d.sub_questions for d in ask] == [["Which lake does Weggis sit on?"], ["In which region is Lake Lucerne?"]]
+    assert "Which lake does Weggis sit on?" in ask[1].history
+    scores = sorted(d.confidence for d in compiled.scorer.demos)
+    assert scores[0] == 0.1 and scores[-1] == 0.9
+    assert all(d.evidence for d in compiled.summarize.demos) and all(d.answer for d in compiled.answer.demos)
+
+
+def test_demos_are_seeded_and_survive_a_compiled_file(train, tmp_path):
+    hotpot, _ = train
+    first = AnnotatedFewShot(seed=1).compile(TreeOfReviews_(), trainset=hotpot)
+    again = AnnotatedFewShot(seed=1).compile(TreeOfReviews_(), trainset=hotpot)
+    assert first.dump_state() == again.dump_state()
+    path = save_compiled(first, tmp_path / "c.json", name="tor", dataset="hotpotqa", retriever="dense")
+    loaded = load_program(path, retriever=tree_retriever())
+    assert [d["action"] for d in loaded.review.demos] == [d.action for d in first.review.demos]
+    lm = generic_lm({"": "Vitznau"})
+    with dspy.context(lm=lm):
+        assert loaded(question="Where is Rigi Railways based?").answer == "Vitznau"
+    prompts = [m["content"] for call in lm._engine_spec.calls for m in call.messages]
+    assert any("The paragraphs show that the answer is" in p for p in prompts)  # the demos reach the prompts
+
+
+def test_a_train_set_without_multi_hop_annotations_is_a_clear_error():
+    ex = dspy.Example(id="q", question="q?", answers=["a"]).with_inputs("question")
+    with pytest.raises(ValueError, match="annotated gold paragraphs"):
+        AnnotatedFewShot().compile(build_program("direct"), trainset=[ex])
+
+
+def test_optimize_with_the_annotated_optimizer_makes_no_compile_call(train, tmp_path, monkeypatch):
+    import shutil
+
+    import treeqa.lm
+    from tests.conftest import FIXTURE_DATA
+    from treeqa.optimize import OptimizeSpec, run_optimize
+    from treeqa.settings import get_settings
+
+    shutil.copy(FIXTURE_DATA / "hotpotqa" / "hotpot_dev_distractor_subset.json", get_settings().data_dir / "hotpotqa")
+    lm = generic_lm({"Rigi Railway company": "Lake Zurich"})
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    spec = OptimizeSpec(program="tor", dataset="hotpotqa", optimizer="annotated", train=4, dev=2, retriever="bm25",
+                        params={"widths": [2], "expansion": "direct"})
+    report = run_optimize(spec, tmp_path / "O", echo=lambda *_: None)["report"]
+    assert report["compile"]["lm_calls"] == 0 and report["plan"]["compile_max"] == 0
+    assert report["compile"]["demos"] == {"review": 3, "fuse": 3}
+    assert "compiled_vs_zero_shot" in report

@@ -1,0 +1,211 @@
+"""Demos for every inner predictor, built from the training annotations without LM calls.
+
+Bootstrapping keeps only the model's own successful traces, and a 1.5B model rarely makes
+one that searches; labeled demos of a raw example fill only the outer signature. The
+multi-hop training sets say more: which paragraphs support the answer (HotpotQA / 2Wiki
+`supporting_facts`, MuSiQue `is_supporting`), which sentences, and for MuSiQue how the
+question decomposes. `AnnotatedFewShot` turns that into demos for each predictor, by what
+the predictor's signature asks for:
+
+- a review (ParagraphReview, ReviewWithReasoning): one gold paragraph of a multi-hop
+  question -> relevant, not sufficient, search, with the missing paragraph's title as the
+  query; the whole gold path -> accept, with the answer; a distractor -> reject;
+- the missing-paragraph completion (MPC): the first gold paragraph -> the supporting
+  sentences of the next one;
+- the readers (fusion, passages, history): gold evidence -> the gold answer;
+- Ask: MuSiQue's decomposition (the first sub-question; then, with it answered, the next);
+- SummarizeEvidence: gold and distractor passages -> the gold supporting sentences;
+- Score: the gold evidence with the gold answer -> 0.9, with another question's answer -> 0.1;
+- GenerateBackground: the question -> the gold supporting sentences.
+
+Demos are seeded and at most `k` per predictor (3, as in the papers' prompts), taken from
+different training questions; they are saved in `compiled.json` like any other demos.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import dspy
+from dspy.teleprompt import Teleprompter
+
+from treeqa.data.passage import Passage, passage_id
+from treeqa.signatures.formatting import format_history
+from treeqa.signatures.fusion import Evidence, format_evidence
+
+DEFAULT_K = 3
+PASSAGE_CHARS = 600  # demos show paragraphs shorter than live calls: three demos must fit the window
+
+
+def _passage(paragraph: dict) -> Passage:
+    return Passage(passage_id(paragraph["title"], paragraph["text"]), paragraph["title"], paragraph["text"])
+
+
+def _texts(paragraphs: Sequence[dict]) -> list[str]:
+    return [_passage(p).as_text(PASSAGE_CHARS) for p in paragraphs]
+
+
+def _facts(paragraphs: Sequence[dict]) -> str:
+    return " ".join(f for p in paragraphs for f in p.get("facts") or [p["text"]])
+
+
+def _usable(example: dspy.Example) -> bool:
+    annotation = example.get("annotation") or {}
+    return len(annotation.get("gold") or []) >= 2
+
+
+def _answer_sentence(example: dspy.Example) -> str:
+    return f"The paragraphs show that the answer is {example.answers[0]}."
+
+
+# --- one builder per kind of predictor: (example, rng, other answers) -> demo or None ---------
+
+def _review(example, rng, others, reasoning: bool) -> list[dict]:
+    gold, distractors = example.annotation["gold"], example.annotation["distractors"]
+    first, missing = gold[0], gold[1]
+    demos = [
+        {"question": example.question, "paragraphs": _texts([first]), "relevant": True, "sufficient": False,
+         "action": "search", "next_query": missing["title"], "analysis": "",
+         "reasoning": f"The paragraph gives: {_facts([first])} Still missing: what {missing['title']} adds."},
+        {"question": example.question, "paragraphs": _texts(gold), "relevant": True, "sufficient": True,
+         "action": "accept", "next_query": "", "analysis": _answer_sentence(example),
+         "reasoning": f"Together the paragraphs give: {_facts(gold)} Nothing is missing."},
+    ]
+    if distractors:
+        d = rng.choice(distractors)
+        demos.append({"question": example.question, "paragraphs": _texts([d]), "relevant": False,
+                      "sufficient": False, "action": "reject", "next_query": "", "analysis": "",
+                      "reasoning": f"The paragraph is about {d['title']}, which the question does not need."})
+    if not reasoning:
+        for demo in demos:
+            del demo["reasoning"]
+    return demos
+
+
+def _complete(example, rng, others) -> list[dict]:
+    gold = example.annotation["gold"]
+    return [{"question": example.question, "paragraphs": _texts(gold[:1]), "missing_paragraph": _facts(gold[1:2])}]
+
+
+def _fuse(input_name: str) -> Callable:
+    def build(example, rng, others) -> list[dict]:
+        gold = example.annotation["gold"]
+        if input_name == "evidence":
+            value = [format_evidence(Evidence(tuple(_passage(p) for p in gold), _answer_sentence(example)),
+                                     PASSAGE_CHARS)]
+        elif input_name == "analyses":
+            value = [_answer_sentence(example)]
+        else:
+            value = _texts(gold)
+        return [{"question": example.question, input_name: value, "answer": example.answers[0]}]
+    return build
+
+
+def _history_answer(example, rng, others) -> list[dict]:
+    gold = example.annotation["gold"]
+    history = format_history([(example.question, _facts(gold))])
+    return [{"question": example.question, "history": history, "answer": example.answers[0]}]
+
+
+def _ask(example, rng, others) -> list[dict]:
+    steps = example.annotation.get("decomposition") or []
+    if len(steps) < 2:
+        return []
+
+    def filled(text: str, upto: int) -> str:
+        for j in range(upto):
+            text = text.replace(f"#{j + 1}", steps[j]["answer"])
+        return text
+
+    gold = example.annotation["gold"]
+    demos = [{"question": example.question, "history": format_history([]), "max_questions": 2,
+              "sub_questions": [filled(steps[0]["question"], 0)]}]
+    demos.append({"question": example.question, "max_questions": 2,
+                  "history": format_history([(filled(steps[0]["question"], 0), _facts(gold[:1]))]),
+                  "sub_questions": [filled(steps[1]["question"], 1)]})
+    return demos
+
+
+def _summarize(example, rng, others) -> list[dict]:
+    gold, distractors = example.annotation["gold"], example.annotation["distractors"]
+    shown = gold[:1] + distractors[:1]
+    return [{"question": example.question, "passages": _texts(shown), "evidence": _facts(gold[:1])}]
+
+
+def _score(example, rng, others) -> list[dict]:
+    history = format_history([(example.question, _facts(example.annotation["gold"]))])
+    demos = [{"question": example.question, "history": history, "answer": example.answers[0], "confidence": 0.9}]
+    wrong = [a for a in others if a.lower() not in {g.lower() for g in example.answers}]
+    if wrong:
+        demos.append({"question": example.question, "history": history, "answer": rng.choice(wrong),
+                      "confidence": 0.1})
+    return demos
+
+
+def _background(example, rng, others) -> list[dict]:
+    return [{"question": example.question, "document": _facts(example.annotation["gold"])}]
+
+
+def builder_for(signature: type[dspy.Signature]) -> Callable | None:
+    """The demo builder that fits a predictor's signature, read off its field names."""
+    inputs, outputs = set(signature.input_fields), set(signature.output_fields)
+    if "relevant" in outputs:
+        return lambda ex, rng, others: _review(ex, rng, others, reasoning="reasoning" in outputs)
+    if "missing_paragraph" in outputs:
+        return _complete
+    if "sub_questions" in outputs:
+        return _ask
+    if "confidence" in outputs:
+        return _score
+    if "document" in outputs:
+        return _background
+    if outputs == {"evidence"}:
+        return _summarize
+    if "answer" in outputs:
+        for name in ("evidence", "analyses", "paragraphs", "passages"):
+            if name in inputs:
+                return _fuse(name)
+        if "history" in inputs:
+            return _history_answer
+    return None
+
+
+class AnnotatedFewShot(Teleprompter):
+    """Labeled demos for every inner predictor from the training annotations (no LM calls).
+
+    Args:
+        k: the most demos per predictor (the papers' prompts show 3).
+        seed: which training questions and distractors are used.
+    """
+
+    def __init__(self, k: int = DEFAULT_K, seed: int = 0):
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        self.k, self.seed = k, seed
+
+    def compile(self, student: dspy.Module, *, trainset: Sequence[dspy.Example], teacher=None,
+                valset=None, **kwargs) -> dspy.Module:
+        usable = [ex for ex in trainset if _usable(ex)]
+        if not usable:
+            raise ValueError("no training question has two or more annotated gold paragraphs "
+                             "(the annotated optimizer needs hotpotqa, 2wikimultihopqa or musique train)")
+        program = student.deepcopy()
+        others = [ex.answers[0] for ex in usable]
+        for name, predictor in program.named_predictors():
+            build = builder_for(predictor.signature)
+            if build is None:
+                continue
+            rng = random.Random(f"{self.seed}:{name}")
+            order = list(usable)
+            rng.shuffle(order)
+            fields = set(predictor.signature.fields)
+            demos: list[dspy.Example] = []
+            for example in order:  # every demo a question gives (a review: search, accept, reject), until k
+                demos += [dspy.Example(**d) for d in build(example, rng, others) if set(d) <= fields]
+                if len(demos) >= self.k:
+                    break
+            demos = demos[:self.k]
+            predictor.demos = demos
+        program._compiled = True
+        return program
