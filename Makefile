@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install model lint demo compare test test-fast clean-cache
+.PHONY: install model lint browser demo compare test test-fast clean-cache
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,7 +32,11 @@ compare: model
 lint: install
 	$(BIN)/ruff check .
 
-test: model lint
+# the page's browser test drives Debian's chromium (no browser download: none can be reached)
+browser:
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+
+test: model lint browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: lint

@@ -249,6 +249,73 @@ def ask(
         typer.echo(json.dumps(getattr(prediction, "tree", None), indent=2, ensure_ascii=False, default=str))
 
 
+def load_served(compiled: str | None, program: str, dataset: str, retriever: str, lm: str, api_base: str | None):
+    """(served program, LM, program info) for `serve` and `ask`: a compiled file, or a zero-shot program."""
+    from treeqa.compiled import load_program, read_recipe
+    from treeqa.lm import adapter_for, get_lm
+    from treeqa.programs import build_program, uses_retriever
+    from treeqa.serving import Served, program_info
+
+    if compiled:
+        recipe, _ = read_recipe(compiled)
+        qa, name, dataset = load_program(compiled), recipe["program"], recipe.get("dataset")
+    else:
+        from treeqa.retrievers import get_retriever
+
+        recipe, name = None, program
+        qa = build_program(program, get_retriever(dataset, retriever) if uses_retriever(program) else None)
+        dataset = dataset if uses_retriever(program) else None
+    model = get_lm(lm, api_base=api_base)
+    return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, recipe))
+
+
+@app.command("serve")
+def serve(
+    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to serve.")] = None,
+    program: Annotated[str, typer.Option(help=f"Zero-shot program when no --compiled: one of {PROGRAM_NAMES}.")] = (
+        "tor"),
+    dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
+    retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
+    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
+    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
+    queue: Annotated[int, typer.Option(help="Requests that may wait; more get 503.")] = 8,
+    time_limit: Annotated[float, typer.Option(help="Seconds a request may take, waiting included (504).")] = 300.0,
+) -> None:
+    """Serve a program over HTTP: POST /v1/ask, a streaming /v1/ask/stream, and a page at /."""
+    import uvicorn
+
+    from treeqa.lm import is_embedded
+    from treeqa.serving import create_app
+
+    try:
+        served = load_served(compiled, program, dataset, retriever, lm, api_base)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    if is_embedded(served.lm) and concurrency > 1:
+        typer.echo("the embedded engine answers one call at a time: --concurrency set to 1")
+        concurrency = 1
+    typer.echo(f"serving {served.info['program']} ({served.info['optimizer']}) on http://{host}:{port}/")
+    uvicorn.run(create_app(served, concurrency, queue, time_limit), host=host, port=port, log_level="info")
+
+
+@app.command("view")
+def view(
+    run_dir: Annotated[str, typer.Argument(help="A finished evaluate or optimize folder.")],
+    out: Annotated[str | None, typer.Option(help="The HTML file to write (default: RUN_DIR/view.html).")] = None,
+) -> None:
+    """Write one static HTML file for a finished run: its summary and every question's search tree."""
+    from treeqa.serving import write_view
+
+    try:
+        path = write_view(run_dir, out)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    typer.echo(f"wrote {path}")
+
+
 @app.command("optimize")
 def optimize_cmd(
     program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = "tor",

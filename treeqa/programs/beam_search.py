@@ -24,6 +24,7 @@ from treeqa.programs.common import (
     check_question,
     check_retriever,
     check_threads,
+    emit,
     map_calls,
     record_failure,
     safe_call,
@@ -241,6 +242,8 @@ class BeamSearchQA(QAProgram):
         if self.evidence != "none":
             beam.append(new_state(None, question))
         fill_all(beam)
+        for seed in beam:
+            emit({"type": "state", "state": seed.to_dict()})
         beam = rank([s for s in beam if s.status != "failed"])
         beams, stop = [[s.id for s in beam]], "max_depth"
         rounds = self.depth
@@ -256,11 +259,15 @@ class BeamSearchQA(QAProgram):
             fill_all(children)
             answered = rank([c for c in children if c.status != "failed"])
             if not answered:  # nothing new to compare: the previous beam stays the last one
+                for child in children:
+                    emit({"type": "state", "state": child.to_dict()})
                 stop = "no_new_states"
                 break
             beam = answered[: self.beam_size]
             for pruned in answered[self.beam_size:]:
                 pruned.status = "pruned"
+            for child in children:  # once pruning has decided their status
+                emit({"type": "state", "state": child.to_dict()})
             beams.append([s.id for s in beam])
             if beam[0].confidence >= self.threshold:
                 stop = "threshold"

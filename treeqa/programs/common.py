@@ -14,7 +14,9 @@ adapter, usage tracker, callbacks) into each worker thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TypeVar
 
@@ -138,3 +140,31 @@ def map_calls(fn: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]
     executor = ParallelExecutor(num_threads=min(threads, len(items)), disable_progress_bar=True,
                                 max_errors=len(items) + 1, timeout=600)
     return executor.execute(fn, list(items))
+
+
+# --- search steps, as they happen ------------------------------------------------------------
+
+_listener: ContextVar[Callable[[dict], None] | None] = ContextVar("treeqa_step_listener", default=None)
+
+
+@contextmanager
+def listening(callback: Callable[[dict], None]) -> Iterator[None]:
+    """Send every search step a program takes in this context to `callback` (the serving app
+    streams them); programs emit from their orchestrating thread, so one listener sees all."""
+    token = _listener.set(callback)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
+def emit(event: dict) -> None:
+    """Tell the listener, if any, about one search step (a reviewed node, a scored state). A
+    failing listener is logged and never fails the search."""
+    callback = _listener.get()
+    if callback is None:
+        return
+    try:
+        callback(event)
+    except Exception as exc:  # noqa: BLE001 - a broken stream must not break the answer
+        log.warning("step listener failed: %s: %s", type(exc).__name__, exc)

@@ -29,6 +29,7 @@ from treeqa.programs.common import (
     check_question,
     check_retriever,
     check_threads,
+    emit,
     map_calls,
     record_failure,
     safe_call,
@@ -173,6 +174,11 @@ class _Run:
         node = ReviewNode(node=len(self.nodes), **values)
         self.nodes.append(node)
         return node
+
+    def done_with(self, node: ReviewNode, passages: Sequence[Passage] = ()) -> None:
+        """A node is decided: tell a listener (the serving app's stream), with its paragraphs."""
+        emit({"type": "node", "node": node.to_dict(),
+              "passages": [{"id": p.id, "title": p.title, "text": p.text} for p in passages]})
 
     def add_evidence(self, passages: Sequence[Passage], analysis: str, node: int) -> None:
         self.pool.append(Evidence(tuple(passages), analysis))
@@ -377,7 +383,7 @@ class TreeOfReviews(_ReviewProgram):
 
     def forward(self, question: str) -> dspy.Prediction:
         run = _Run(check_question(question, type(self).__name__))
-        run.add_node(action="search", query=run.question, expanded=True)
+        run.done_with(run.add_node(action="search", query=run.question, expanded=True))
         root_children = self._expand(run, parent=0, path=[], query=run.question, depth=1)
         by_id: dict[str, Passage] = {}
         for p in run.retrieved:
@@ -422,6 +428,7 @@ class TreeOfReviews(_ReviewProgram):
         if self.repetitive_pruning and passage.id in run.pool_ids:
             node.action = "pruned"
             run.stats["pruned_repetitive"] += 1
+            run.done_with(node, [passage])
             return
         mark = len(run.failures)
         here = path + [passage]
@@ -429,6 +436,7 @@ class TreeOfReviews(_ReviewProgram):
                                ready=ready)
         if outcome is None:
             node.action, node.failures = "reject", run.failures[mark:]
+            run.done_with(node, [passage])
             return
         node.judged(outcome)
         if outcome.relevant:  # the review judged the path; the node adds its own paragraph, always shown
@@ -440,6 +448,7 @@ class TreeOfReviews(_ReviewProgram):
             node.query = self._next_query(run, here, outcome, where=f"expand@node{node.node}")
             node.expanded = True
         node.failures = run.failures[mark:]
+        run.done_with(node, [passage])
         if node.expanded:
             self._expand(run, node.node, here, node.query, depth + 1)
 
@@ -490,11 +499,13 @@ class ChainOfReviews(_ReviewProgram):
                                 ids=[p.id for p in path], titles=[p.title for p in path])
             if not path:
                 node.action = "reject"
+                run.done_with(node)
                 break
             mark = len(run.failures)
             outcome = self._review(run, path, where=f"review@turn{turn}", can_search=turn < self.max_turns)
             if outcome is None:
                 node.action, node.failures = "reject", run.failures[mark:]
+                run.done_with(node, new)
                 break
             node.judged(outcome)
             for pid in outcome.seen_ids if outcome.relevant else ():  # only what the review was shown
@@ -505,6 +516,7 @@ class ChainOfReviews(_ReviewProgram):
                 query = self._next_query(run, path, outcome, where=f"expand@turn{turn}")
                 node.query, node.expanded = query, True
             node.failures = run.failures[mark:]
+            run.done_with(node, new)
             if not node.expanded:
                 break
         answer, source = self._answer(run, [Evidence((p,)) for p in path])

@@ -1,0 +1,63 @@
+"""`treeqa view RUN_DIR`: one static HTML file for a finished evaluation or optimize run.
+
+The file holds the summary and every question with its search tree, drawn by the same code
+as the live page (`static/tree.js`, inlined, so the file opens anywhere without a server);
+for an optimize run, both trees of each question and the questions compiling won and lost.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from treeqa.evaluation import read_records
+
+STATIC = Path(__file__).parent / "static"
+KEEP = ("id", "question", "answers", "prediction", "em", "f1", "recall@15", "lm_calls", "seconds", "tree", "error")
+
+
+def _records(folder: Path) -> list[dict]:
+    return [{k: r[k] for k in KEEP if k in r} for r in read_records(folder / "predictions.jsonl")]
+
+
+def load_run(run_dir: str | Path) -> dict:
+    """The run's summary and records: {"title", "summary", "runs": {label: records}}."""
+    run_dir = Path(run_dir)
+    if (run_dir / "report.json").is_file():
+        report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+        spec = report["spec"]
+        return {"title": f"{spec['program']} on {spec['dataset']}: zero-shot vs compiled ({spec['optimizer']})",
+                "summary": {"zero-shot": report["zero_shot"], "compiled": report["compiled"],
+                            "compiled vs zero-shot": report.get("compiled_vs_zero_shot")},
+                "runs": {"zero-shot": _records(run_dir / "zero-shot"), "compiled": _records(run_dir / "compiled")}}
+    if (run_dir / "predictions.jsonl").is_file():
+        summary = {}
+        if (run_dir / "summary.json").is_file():
+            summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        spec = summary.get("spec", {})
+        title = f"{spec.get('program', 'run')} on {spec.get('dataset', '?')} {spec.get('split', '')}".strip()
+        return {"title": title, "summary": {"run": summary.get("summary", {})}, "runs": {"run": _records(run_dir)}}
+    raise FileNotFoundError(f"{run_dir} holds neither report.json (optimize) nor predictions.jsonl (evaluate)")
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title><style>{css}</style></head>
+<body><header><h1>{title}</h1><p>written by <code>treeqa view</code></p></header>
+<main style="display:block"><div id="summary"></div><div id="questions"></div></main>
+<script>{js}</script>
+<script>const RUN = {data};</script>
+<script>{view_js}</script></body></html>
+"""
+
+
+def write_view(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write the HTML file for a finished run (default: RUN_DIR/view.html) and return its path."""
+    run = load_run(run_dir)
+    out = Path(out) if out else Path(run_dir) / "view.html"
+    data = json.dumps(run, ensure_ascii=False).replace("</", "<\\/")  # safe inside <script>
+    out.write_text(PAGE.format(title=html.escape(run["title"]), css=(STATIC / "style.css").read_text(),
+                               js=(STATIC / "tree.js").read_text(), view_js=(STATIC / "view.js").read_text(),
+                               data=data), encoding="utf-8")
+    return out
