@@ -62,18 +62,37 @@ def index_build(
     dataset: Annotated[str, typer.Option(help="Dataset whose pooled corpus to index.")] = "hotpotqa",
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
     with_wikipedia: Annotated[bool, typer.Option(help="Add the Wikipedia leads as distractors.")] = False,
+    corpus: Annotated[str | None, typer.Option(help="Your own corpus: a JSONL(.gz) file, one passage or document "
+                                                    "per line ({id, contents} or {id, title, text}).")] = None,
+    name: Annotated[str | None, typer.Option(help="The name --corpus NAME will use (with --corpus FILE).")] = None,
+    chunk_words: Annotated[int, typer.Option(help="Split longer documents into passages of about this many "
+                                                  "words (0: never split).")] = 100,
+    index: Annotated[str, typer.Option(help="auto (by size) or a faiss factory string: Flat, IVF1024,Flat, "
+                                            "IVF4096,PQ48, HNSW32.")] = "auto",
+    batch_size: Annotated[int, typer.Option(help="Passages embedded per batch (and per checkpoint).")] = 256,
 ) -> None:
-    """Build (or find up to date) the retrieval index of a dataset's corpus in the cache dir."""
+    """Build (or find up to date) a retrieval index: a dataset's pooled corpus, or your own JSONL corpus.
+
+    Your own corpus is embedded as a stream into an on-disk array: a build killed at any point
+    resumes from its last finished batch when run again.
+    """
     from treeqa.data import DataError
-    from treeqa.retrievers import get_retriever
+    from treeqa.retrievers import build_corpus_index, get_retriever
 
     started = time.perf_counter()
     try:
-        index = get_retriever(dataset, retriever, with_wikipedia=with_wikipedia, build=True)
+        if corpus is not None:
+            if not name:
+                _fail("--corpus FILE needs --name NAME (what --corpus NAME will use)")
+            built = build_corpus_index(corpus, name, chunk_words or None, index, batch_size)
+            what = f"corpus {name!r} ({built.index.__class__.__name__})"
+        else:
+            built = get_retriever(dataset, retriever, with_wikipedia=with_wikipedia, build=True)
+            what = f"{retriever} index of {dataset}"
     except (DataError, ValueError) as exc:
         _fail(exc)
     seconds = time.perf_counter() - started
-    typer.echo(f"{retriever} index of {dataset}: {len(index.passages):,} passages, ready in {seconds:.1f}s "
+    typer.echo(f"{what}: {len(built.passages):,} passages, ready in {seconds:.1f}s "
                f"(under {get_settings().index_dir})")
 
 
@@ -113,6 +132,8 @@ def evaluate_cmd(
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    corpus: Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index "
+                                                    "build --corpus FILE --name NAME`) instead.")] = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_NAMES}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable).")] = [],
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
@@ -142,8 +163,8 @@ def evaluate_cmd(
         if program is None:
             _fail("name a --program, or give a --compiled file")
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
-                        lm=lm, api_base=api_base, retriever=retriever, preset=preset, params=params,
-                        threads=threads, cache=cache)
+                        lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
+                        params=params, threads=threads, cache=cache)
         result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None)
     except (ValueError, FileNotFoundError, RunAborted) as exc:
         _fail(exc)
@@ -211,6 +232,7 @@ def ask(
     program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = "direct",
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
     retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
+    corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Also print the search tree.")] = False,
@@ -232,7 +254,7 @@ def ask(
         else:
             from treeqa.retrievers import get_retriever
 
-            index = get_retriever(dataset, retriever) if uses_retriever(program) else None
+            index = get_retriever(dataset, retriever, corpus=corpus) if uses_retriever(program) else None
             qa = build_program(program, index)
         model = get_lm(lm, api_base=api_base)
         with dspy.context(lm=model, adapter=adapter_for(model)):
@@ -249,7 +271,8 @@ def ask(
         typer.echo(json.dumps(getattr(prediction, "tree", None), indent=2, ensure_ascii=False, default=str))
 
 
-def load_served(compiled: str | None, program: str, dataset: str, retriever: str, lm: str, api_base: str | None):
+def load_served(compiled: str | None, program: str, dataset: str, retriever: str, lm: str, api_base: str | None,
+                corpus: str | None = None):
     """(served program, LM, program info) for `serve` and `ask`: a compiled file, or a zero-shot program."""
     from treeqa.compiled import load_program, read_recipe
     from treeqa.lm import adapter_for, get_lm
@@ -263,8 +286,9 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
         from treeqa.retrievers import get_retriever
 
         recipe, name = None, program
-        qa = build_program(program, get_retriever(dataset, retriever) if uses_retriever(program) else None)
-        dataset = dataset if uses_retriever(program) else None
+        index = get_retriever(dataset, retriever, corpus=corpus) if uses_retriever(program) else None
+        qa = build_program(program, index)
+        dataset = (corpus or dataset) if uses_retriever(program) else None
     model = get_lm(lm, api_base=api_base)
     return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, recipe))
 
@@ -276,6 +300,7 @@ def serve(
         "tor"),
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
     retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
+    corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
@@ -291,7 +316,7 @@ def serve(
     from treeqa.serving import create_app
 
     try:
-        served = load_served(compiled, program, dataset, retriever, lm, api_base)
+        served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     if is_embedded(served.lm) and concurrency > 1:
@@ -328,6 +353,7 @@ def optimize_cmd(
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     teacher_lm: Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")] = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
     threads: Annotated[int, typer.Option(help="Parallel questions (remote LMs; the embedded one is serial).")] = 1,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/optimize/).")] = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_NAMES}.")] = None,
@@ -350,7 +376,8 @@ def optimize_cmd(
 
     try:
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train=train, dev=dev, seed=seed,
-                            lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever, threads=threads,
+                            lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever, corpus=corpus,
+                            threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
                             cache=cache)

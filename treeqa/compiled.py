@@ -165,7 +165,7 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None) ->
     if retriever is None and uses_retriever(name, params, preset):
         from treeqa.retrievers import get_retriever
 
-        retriever = get_retriever(recipe["dataset"], recipe.get("retriever", "dense"))
+        retriever = get_retriever(recipe["dataset"], recipe.get("retriever", "dense"), corpus=recipe.get("corpus"))
     program = build_program(name, retriever, preset=preset, **params)
     try:
         program.load_state(trusted_state(program, state, path))

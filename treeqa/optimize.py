@@ -107,6 +107,7 @@ class OptimizeSpec(BaseModel):
     api_base: str | None = None
     teacher_lm: str | None = None
     retriever: str = "dense"
+    corpus: str | None = None  # a registered corpus of your own, searched instead of the dataset's
     threads: int = Field(1, ge=1)
     preset: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -129,7 +130,8 @@ class OptimizeSpec(BaseModel):
     def eval_spec(self) -> EvalSpec:
         _, dev_split = splits_for(self.dataset)
         return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
-                        lm=self.lm, api_base=self.api_base, retriever=self.retriever, preset=self.preset,
+                        lm=self.lm, api_base=self.api_base, retriever=self.retriever, corpus=self.corpus,
+                        preset=self.preset,
                         params=self.params, threads=self.threads, cache=self.cache)
 
     def default_out(self) -> Path:
@@ -234,7 +236,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     if plan_only:  # computed from the settings: no index is built, no model loaded
         return {"plan": calls, "out": out_dir}
     needs_index = uses_retriever(spec.program, spec.params, spec.preset)
-    retriever = get_retriever(spec.dataset, spec.retriever) if needs_index else None
+    retriever = get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus) if needs_index else None
     program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
@@ -275,7 +277,8 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                         "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
                         "instructions_changed": changed_instructions(program, compiled)}
         save_compiled(compiled, compiled_path, name=spec.program, dataset=spec.dataset, retriever=spec.retriever,
-                      preset=spec.preset, params=spec.params, extra={"compile": compile_info})
+                      preset=spec.preset, params=spec.params,
+                      extra={"compile": compile_info, **({"corpus": spec.corpus} if spec.corpus else {})})
         echo(f"      compiled in {compile_info['seconds']:.0f}s with {calls_made} LM calls; saved to {compiled_path}")
 
     echo(f"[3/3] compiled {spec.program} on the same {spec.dev} questions")

@@ -47,6 +47,7 @@ class EvalSpec(BaseModel):
     lm: str = "local"
     api_base: str | None = None
     retriever: str = "dense"
+    corpus: str | None = None  # a registered corpus of your own, searched instead of the dataset's
     preset: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     threads: int = Field(1, ge=1)
@@ -56,12 +57,23 @@ class EvalSpec(BaseModel):
     def _known_names(self) -> EvalSpec:
         """Unknown names and bad settings fail here, before any folder is made from them."""
         check_spec_names(self.program, self.dataset, self.split, self.retriever, self.preset)
+        if self.corpus is not None:
+            from treeqa.retrievers import check_corpus_name
+
+            check_corpus_name(self.corpus)
         validate_params(self.program, self.params)
         return self
 
+    def decisive(self) -> dict[str, Any]:
+        """The fields that decide results (a field added later counts only when set, so the
+        keys of earlier runs stay the same)."""
+        out = self.model_dump(exclude={"threads", "api_base", "cache"})
+        if out["corpus"] is None:
+            del out["corpus"]
+        return out
+
     def key(self) -> str:
-        decisive = self.model_dump(exclude={"threads", "api_base", "cache"})
-        return hashlib.sha1(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:8]
+        return hashlib.sha1(json.dumps(self.decisive(), sort_keys=True).encode()).hexdigest()[:8]
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
@@ -150,8 +162,7 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
 
 
 def describe_spec(spec: EvalSpec) -> str:
-    decisive = spec.model_dump(exclude={"threads", "api_base", "cache"})
-    return f"{spec.key()} " + " ".join(f"{k}={v}" for k, v in decisive.items() if v not in (None, {}))
+    return f"{spec.key()} " + " ".join(f"{k}={v}" for k, v in spec.decisive().items() if v not in (None, {}))
 
 
 @contextmanager
@@ -200,7 +211,7 @@ def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_
     inner, outer = split_threads(spec.program, spec.threads, lm)
     retriever_used = uses_retriever(spec.program, spec.params, spec.preset)
     if program is None:
-        retriever = get_retriever(spec.dataset, spec.retriever) if retriever_used else None
+        retriever = get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus) if retriever_used else None
         params = {**spec.params, **({"threads": inner} if inner > 1 else {})}
         program = build_program(spec.program, retriever, preset=spec.preset, **params)
     elif inner > 1 and hasattr(program, "threads"):
@@ -218,7 +229,7 @@ def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_
     data = {"split": spec.split, "questions": f"{len(examples)} seeded (seed {spec.seed}) from "
                                               f"{SPLITS[spec.dataset][spec.split].path}"}
     if retriever_used:
-        data["corpus"] = corpus_description(spec.dataset)
+        data["corpus"] = f"your corpus {spec.corpus!r}" if spec.corpus else corpus_description(spec.dataset)
         data["retriever"] = spec.retriever
     summary = {"summary": result["summary"], "spec": spec.model_dump(), "data": data,
                "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}

@@ -35,6 +35,8 @@ class Settings(BaseSettings):
                             description="Let loaders fetch a dataset from the Hugging Face hub when it is not local.")
     kv_cache_mb: int = Field(default=512, ge=0,
                              description="RAM for saved prompt-prefix states of the embedded LLM (0 disables).")
+    nprobe: int = Field(default=16, ge=1, description="IVF lists a dense query probes (approximate indexes).")
+    ef_search: int = Field(default=64, ge=1, description="HNSW candidates a dense query keeps (approximate indexes).")
     lm_timeout: float = Field(default=120.0, gt=0,
                               description="Seconds an endpoint may take for one call before it counts as failed.")
 

@@ -1,7 +1,9 @@
 """Dense retrieval: all-MiniLM-L6-v2 embeddings in a faiss inner-product index.
 
-Embeddings are L2-normalised, so inner product is cosine similarity. Corpora below
-`IVF_THRESHOLD` passages get an exact flat index; larger ones an IVF index.
+Embeddings are L2-normalised, so inner product is cosine similarity. The pooled benchmark
+corpora are embedded in memory (below `IVF_THRESHOLD` passages an exact flat index, above
+an IVF one); your own JSONL corpora are built as a resumable stream of any size
+(`for_file`, `treeqa.retrievers.streaming`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
 from treeqa.retrievers.base import IndexMissingError, Retriever
+from treeqa.settings import get_settings
 
 INDEX_FILE = "index.faiss"
 IVF_THRESHOLD = 100_000
@@ -106,8 +109,46 @@ class DenseRetriever(Retriever):
         if index.ntotal != len(passages):
             raise store.IndexCorruptError(f"{folder}: {index.ntotal} vectors for {len(passages)} passages")
         retriever = cls(passages, index)
+        settings = get_settings()
+        retriever.set_search(nprobe=settings.nprobe, ef_search=settings.ef_search)
         load_encoder()  # ready to search: the first question should not pay for the encoder's start-up
         return retriever
+
+    def set_search(self, nprobe: int | None = None, ef_search: int | None = None) -> None:
+        """Query-time knobs of approximate indexes: IVF lists probed, HNSW candidates kept
+        (more: better recall, slower). Ignored by an exact index."""
+        import faiss
+
+        space = faiss.ParameterSpace()
+        for name, value in (("nprobe", nprobe), ("efSearch", ef_search)):
+            if value is None:
+                continue
+            try:
+                space.set_index_parameter(self.index, name, int(value))
+            except RuntimeError:  # the index has no such parameter (Flat, or IVF for efSearch)
+                pass
+
+    @classmethod
+    def for_file(cls, path: str | Path, index_root: Path, name: str, chunk_words: int | None = 100,
+                 index_type: str = "auto", batch_size: int = 256, build: bool = True,
+                 embed_fn=None) -> DenseRetriever:
+        """The index of a JSONL corpus file (see `treeqa.data.jsonl_corpus`), built as a stream
+        that resumes after a kill (`treeqa.retrievers.streaming`) when missing or corrupt."""
+        from treeqa.data.jsonl_corpus import file_fingerprint, read_jsonl_corpus
+        from treeqa.retrievers import streaming
+
+        fingerprint = store.fingerprint([], f"{model_name()}|{file_fingerprint(path, chunk_words)}|{index_type}")
+        folder = Path(index_root) / f"{name}-corpus-dense-{fingerprint}"
+
+        def build_and_save() -> DenseRetriever:
+            meta = {"name": name, "source": str(Path(path).resolve()), "chunk_words": chunk_words,
+                    "model": model_name()}
+            streaming.build(read_jsonl_corpus(path, chunk_words), folder, meta, embed_fn or embed,
+                            index_type=index_type, batch_size=batch_size)
+            return cls.load(folder)
+
+        return store.load_or_build(folder, cls.load, build_and_save if build else None,
+                                   f"treeqa index build --corpus {path} --name {name}")
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,

@@ -18,14 +18,18 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers.base import IndexMissingError
 
 PASSAGES_FILE = "passages.jsonl"
+OFFSETS_FILE = "offsets.npy"  # byte offset of each line of passages.jsonl (streamed builds)
 META_FILE = "meta.json"
 
 log = logging.getLogger(__name__)
@@ -42,25 +46,46 @@ def fingerprint(passages: list[Passage], model: str) -> str:
     return digest.hexdigest()[:16]
 
 
+FULL_HASH_BYTES = 2 << 30  # files above this are checked by size and a hash of their first and last 64 MB
+_SAMPLE = 64 << 20
+
+
 def _file_digest(path: Path) -> dict:
+    """Size and sha256 of a file; a file over `FULL_HASH_BYTES` (a Wikipedia-scale index) is
+    hashed on its first and last 64 MB only, so loading it does not read it twice."""
+    size = path.stat().st_size
     digest = hashlib.sha256()
     with path.open("rb") as fh:
-        while block := fh.read(8 << 20):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+        if size <= FULL_HASH_BYTES:
+            while block := fh.read(8 << 20):
+                digest.update(block)
+            return {"bytes": size, "sha256": digest.hexdigest()}
+        digest.update(fh.read(_SAMPLE))
+        fh.seek(size - _SAMPLE)
+        digest.update(fh.read(_SAMPLE))
+    return {"bytes": size, "sha256_ends": digest.hexdigest()}
 
 
 def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != META_FILE)
 
 
+def passage_line(p: Passage) -> str:
+    return json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n"
+
+
 def write_passages(folder: Path, passages: list[Passage], meta: dict) -> None:
     """Write the passages, then the manifest of every file in `folder` (so index files first)."""
     with (folder / PASSAGES_FILE).open("w", encoding="utf-8") as fh:
         for p in passages:
-            fh.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}, ensure_ascii=False) + "\n")
+            fh.write(passage_line(p))
+    write_manifest(folder, meta, len(passages))
+
+
+def write_manifest(folder: Path, meta: dict, count: int) -> None:
+    """The manifest of every file in `folder`, written last: the folder is complete from then on."""
     files = {str(p.relative_to(folder)): _file_digest(p) for p in _files(folder)}
-    (folder / META_FILE).write_text(json.dumps({**meta, "count": len(passages), "files": files}, indent=2))
+    (folder / META_FILE).write_text(json.dumps({**meta, "count": count, "files": files}, indent=2))
 
 
 def verify(folder: Path) -> dict:
@@ -82,13 +107,56 @@ def verify(folder: Path) -> dict:
 
 
 def read_passages(folder: Path) -> tuple[list[Passage], dict]:
-    """The passages of a verified folder, and its manifest."""
+    """The passages of a verified folder, and its manifest. A folder with an offsets file (a
+    streamed build) gives a `PassageStore`, which reads passages from disk on demand."""
     meta = verify(folder)
-    with (folder / PASSAGES_FILE).open(encoding="utf-8") as fh:
-        passages = [Passage(**json.loads(line)) for line in fh]
+    if (folder / OFFSETS_FILE).is_file():
+        passages = PassageStore(folder)
+    else:
+        with (folder / PASSAGES_FILE).open(encoding="utf-8") as fh:
+            passages = [Passage(**json.loads(line)) for line in fh]
     if len(passages) != meta.get("count"):
         raise IndexCorruptError(f"{folder}: {len(passages)} passages, the manifest says {meta.get('count')}")
     return passages, meta
+
+
+class PassageStore(Sequence[Passage]):
+    """The passages of an index folder read from disk on demand: RAM holds 8 bytes a passage
+    (its line's offset), not the corpus, so a Wikipedia-scale index loads in seconds."""
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / PASSAGES_FILE
+        self.offsets = np.load(Path(folder) / OFFSETS_FILE, mmap_mode="r")
+        self._fh = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        with self._lock:  # one file handle, shared by the threads that search
+            if self._fh is None:
+                self._fh = self.path.open("rb")
+            self._fh.seek(int(self.offsets[i]))
+            line = self._fh.readline()
+        return Passage(**json.loads(line))
+
+    def __eq__(self, other):
+        if not isinstance(other, Sequence) or len(other) != len(self):
+            return False
+        return all(a == b for a, b in zip(self, other, strict=True))
+
+    def __getstate__(self):  # copied or pickled: reopen the file on use
+        return {**self.__dict__, "_fh": None, "_lock": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.Lock())
 
 
 def is_complete(folder: Path) -> bool:

@@ -1,0 +1,174 @@
+"""Your own JSONL corpus: reading and chunking, a streamed resumable dense build, index types,
+and `--corpus NAME` wherever a dataset's corpus is accepted. A hashing bag-of-words encoder
+stands in for MiniLM so these tests need no model."""
+
+import gzip
+import hashlib
+import json
+import re
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from treeqa.cli import app
+from treeqa.data import DataError
+from treeqa.data.jsonl_corpus import chunk, read_jsonl_corpus
+from treeqa.retrievers import DenseRetriever, build_corpus_index, get_retriever, store, streaming
+from treeqa.retrievers.base import IndexMissingError
+
+DOCS = [
+    {"id": "py", "contents": "Python\nPython is a programming language created by Guido van Rossum."},
+    {"id": 7, "title": "Espresso", "text": "Espresso is coffee brewed by forcing hot water through ground beans."},
+    {"id": "rigi", "title": "Mount Rigi", "text": " ".join(f"w{i}" for i in range(227)) + " mountain lake Lucerne"},
+]
+
+
+def hashing_embed(texts):
+    """A deterministic stand-in encoder: words hashed into 384 buckets, L2-normalised."""
+    out = np.zeros((len(texts), streaming.DIM), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % streaming.DIM] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms == 0, 1, norms)
+
+
+def _write(path, docs, gz=False):
+    text = "".join(json.dumps(d) + "\n" for d in docs)
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_both_layouts_and_chunking(tmp_path, gz):
+    path = _write(tmp_path / ("c.jsonl.gz" if gz else "c.jsonl"), DOCS, gz)
+    passages = list(read_jsonl_corpus(path, chunk_words=100))
+    assert [p.id for p in passages] == ["py", "7", "rigi#0", "rigi#1"]  # 230 words: 100 + 130 (a short tail joins)
+    assert passages[0].title == "Python" and passages[0].text.startswith("Python is a programming")
+    assert {p.title for p in passages[2:]} == {"Mount Rigi"} and passages[3].text.endswith("mountain lake Lucerne")
+    assert [p.id for p in read_jsonl_corpus(path, chunk_words=None)] == ["py", "7", "rigi"]
+
+
+def test_chunk_keeps_a_short_tail_with_the_last_piece():
+    words = [str(i) for i in range(230)]
+    assert [len(c.split()) for c in chunk(words, 100)] == [100, 130]
+    assert [len(c.split()) for c in chunk(words[:160], 100)] == [100, 60]
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"id": "a", "contents": "x"}', '{"id": "a", "contents": "y"}'], r"line 2: duplicate id 'a'"),
+    (['{"id": "a", "contents": "x"}', "{oops"], r"line 2: not valid JSON"),
+    (['{"contents": "no id"}'], r"line 1: a passage needs an 'id'"),
+    (['{"id": "a", "text": 42}'], r"line 1: a passage needs 'contents', or 'text'"),
+    (["[1, 2]"], r"line 1: expected a JSON object"),
+])
+def test_bad_lines_name_file_and_line(tmp_path, lines, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=f"bad.jsonl, {message}"):
+        list(read_jsonl_corpus(path))
+
+
+# --- the streamed build ---------------------------------------------------------------------------
+
+def test_streamed_build_searches_and_reads_passages_from_disk(tmp_path):
+    path = _write(tmp_path / "c.jsonl", DOCS)
+    retriever = DenseRetriever.for_file(path, tmp_path / "idx", "demo", embed_fn=hashing_embed, batch_size=2)
+    assert isinstance(retriever.passages, store.PassageStore) and len(retriever.passages) == 4
+    retriever_embed = hashing_embed  # queries go through the same stand-in encoder
+    scores, rows = retriever.index.search(retriever_embed(["who created the Python programming language"]), 1)
+    assert retriever.passages[int(rows[0][0])].id == "py"
+    folder = next((tmp_path / "idx").glob("demo-corpus-dense-*"))
+    meta = json.loads((folder / store.META_FILE).read_text())
+    assert meta["index_type"] == "Flat" and meta["count"] == 4 and "offsets.npy" in meta["files"]
+    assert not list((tmp_path / "idx").glob(".building-*")) and not (folder / "vectors.npy").exists()
+
+
+def test_a_killed_build_resumes_from_its_last_finished_batch(tmp_path):
+    docs = [{"id": f"d{i}", "title": f"T{i}", "text": f"document number {i} about topic {i % 7}"} for i in range(50)]
+    path = _write(tmp_path / "c.jsonl", docs)
+    calls = []
+
+    def dying(texts):
+        calls.append(len(texts))
+        if len(calls) == 4:
+            raise KeyboardInterrupt("killed")  # as a kill would, mid-build
+        return hashing_embed(texts)
+
+    with pytest.raises(KeyboardInterrupt):
+        DenseRetriever.for_file(path, tmp_path / "idx", "demo", embed_fn=dying, batch_size=8)
+    staging = next((tmp_path / "idx").glob(".building-demo-corpus-dense-*"))
+    assert json.loads((staging / streaming.PROGRESS_FILE).read_text()) == {"passages": 50, "embedded": 24}
+    calls.clear()
+    resumed = DenseRetriever.for_file(path, tmp_path / "idx", "demo", embed_fn=hashing_embed_counting(calls),
+                                      batch_size=8)
+    assert sum(calls) == 50 - 24  # only what was left
+    fresh = DenseRetriever.for_file(path, tmp_path / "fresh", "demo", embed_fn=hashing_embed, batch_size=50)
+    query = hashing_embed(["document number 17 about topic 3"])
+    assert resumed.index.search(query, 5)[1].tolist() == fresh.index.search(query, 5)[1].tolist()
+    assert np.allclose(resumed.index.reconstruct_n(0, 50), fresh.index.reconstruct_n(0, 50))
+
+
+def hashing_embed_counting(calls):
+    def embed(texts):
+        calls.append(len(texts))
+        return hashing_embed(texts)
+    return embed
+
+
+def test_index_types_by_size_or_by_name(tmp_path):
+    assert streaming.choose_index(99_999) == "Flat"
+    assert streaming.choose_index(1_000_000) == "IVF4096,Flat"
+    assert streaming.choose_index(21_000_000).endswith(",PQ48")
+    docs = [{"id": f"d{i}", "contents": f"passage {i} on subject {i % 11} and theme {i % 5}"} for i in range(300)]
+    path = _write(tmp_path / "c.jsonl", docs)
+    ivf = DenseRetriever.for_file(path, tmp_path / "idx", "ivf", index_type="IVF4,Flat", embed_fn=hashing_embed)
+    assert type(ivf.index).__name__ == "IndexIVFFlat" and ivf.index.ntotal == 300
+    ivf.set_search(nprobe=4)
+    assert ivf.index.nprobe == 4
+    hnsw = DenseRetriever.for_file(path, tmp_path / "idx", "hnsw", index_type="HNSW16", embed_fn=hashing_embed)
+    hnsw.set_search(ef_search=32, nprobe=8)  # nprobe does not apply to HNSW: ignored
+    assert hnsw.index.hnsw.efSearch == 32
+
+
+# --- a named corpus, wherever a dataset's corpus is accepted ------------------------------------
+
+def test_a_registered_corpus_is_searched_by_name(fixture_data, tmp_path, monkeypatch):
+    monkeypatch.setattr("treeqa.retrievers.dense.embed", lambda texts, **kw: hashing_embed(texts))
+    path = _write(tmp_path / "mine.jsonl", DOCS)
+    result = CliRunner().invoke(app, ["index", "build", "--corpus", str(path), "--name", "mine", "--batch-size", "2"])
+    assert result.exit_code == 0, result.output
+    assert "4 passages" in result.output
+    retriever = get_retriever("hotpotqa", corpus="mine")
+    assert retriever.search("coffee brewed with hot water", 1)[0].title == "Espresso"
+    with pytest.raises(IndexMissingError, match="treeqa index build --corpus FILE.jsonl --name other"):
+        get_retriever("hotpotqa", corpus="other")
+    with pytest.raises(ValueError, match="corpus name"):
+        get_retriever("hotpotqa", corpus="../up")
+    missing_name = CliRunner().invoke(app, ["index", "build", "--corpus", str(path)])
+    assert missing_name.exit_code == 1 and "--name" in missing_name.output
+    assert build_corpus_index(path, "mine", embed_fn=hashing_embed).passages == retriever.passages
+
+
+def test_evaluate_with_your_corpus(fixture_data, tmp_path, monkeypatch):
+    import treeqa.lm
+    from tests.fakes import generic_lm
+    from treeqa.runs import EvalSpec, run_evaluation
+
+    monkeypatch.setattr("treeqa.retrievers.dense.embed", lambda texts, **kw: hashing_embed(texts))
+    build_corpus_index(_write(tmp_path / "mine.jsonl", DOCS), "mine", embed_fn=hashing_embed)
+    lm = generic_lm({"Rigi": "Lake Zurich"})
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    plain = EvalSpec(program="rta", dataset="hotpotqa", split="dev", n=1)
+    mine = plain.model_copy(update={"corpus": "mine"})
+    assert mine.key() != plain.key() and "corpus" not in plain.decisive()  # earlier runs keep their keys
+    result = run_evaluation(mine, tmp_path / "R")
+    assert result["data"]["corpus"] == "your corpus 'mine'"
+    assert result["records"][0]["recall@15"] == 0.0  # the gold paragraphs are not in your corpus

@@ -1,0 +1,136 @@
+"""Dense indexes of any size, built as a stream that survives being killed.
+
+1. The passages are written to `passages.jsonl` as they are read (with each line's offset),
+   never held in memory.
+2. They are embedded in batches straight into an on-disk array (`vectors.npy`, memory-mapped);
+   after each batch the count of finished rows is saved, so a build killed at any point
+   resumes from the last finished batch. Peak RAM is one batch, not the corpus.
+3. The faiss index is chosen by size through `index_factory` (or given): exact (`Flat`) below
+   100k passages, `IVF<n>,Flat` below 2M, `IVF<n>,PQ48` (48 bytes a vector) above; trained on
+   a sample, filled from the array in chunks. `HNSW32` is another choice for millions.
+4. The folder gets its manifest and is published; the array is deleted (the index holds the
+   vectors, or their codes).
+
+Everything happens in `.building-<folder>` beside the final folder, under the build lock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from treeqa.data.passage import Passage
+from treeqa.retrievers import store
+
+DIM = 384  # all-MiniLM-L6-v2
+PROGRESS_FILE = "progress.json"
+VECTORS_FILE = "vectors.npy"
+ADD_CHUNK = 100_000
+TRAIN_SAMPLE = 100_000
+
+EmbedFn = Callable[[list[str]], np.ndarray]
+
+
+def choose_index(n: int) -> str:
+    """The faiss factory string for `n` passages (see the module docstring)."""
+    if n < 100_000:
+        return "Flat"
+    nlist = 1 << round(math.log2(4 * math.sqrt(n)))  # about 4·√n lists, a power of two
+    return f"IVF{nlist},Flat" if n < 2_000_000 else f"IVF{nlist},PQ48"
+
+
+def _save_progress(folder: Path, progress: dict) -> None:
+    tmp = folder / (PROGRESS_FILE + ".tmp")
+    tmp.write_text(json.dumps(progress))
+    os.replace(tmp, folder / PROGRESS_FILE)
+
+
+def _write_passages(staging: Path, passages: Iterable[Passage]) -> int:
+    offsets = []
+    with (staging / store.PASSAGES_FILE).open("wb") as fh:
+        for p in passages:
+            offsets.append(fh.tell())
+            fh.write(store.passage_line(p).encode("utf-8"))
+    np.save(staging / store.OFFSETS_FILE, np.asarray(offsets, dtype=np.int64))
+    return len(offsets)
+
+
+def _embed_all(staging: Path, n: int, done: int, embed_fn: EmbedFn, batch_size: int, progress: bool) -> None:
+    from tqdm import tqdm
+
+    mode = "r+" if (staging / VECTORS_FILE).is_file() else "w+"
+    vectors = np.lib.format.open_memmap(staging / VECTORS_FILE, mode=mode, dtype=np.float32, shape=(n, DIM))
+    passages = store.PassageStore(staging)
+    with tqdm(total=n, initial=done, unit="passage", desc="embedding", disable=not progress,
+              dynamic_ncols=True) as bar:
+        for start in range(done, n, batch_size):
+            end = min(n, start + batch_size)
+            batch = np.asarray(embed_fn([p.as_text() for p in passages[start:end]]), dtype=np.float32)
+            if batch.shape != (end - start, DIM):
+                raise ValueError(f"the encoder returned {batch.shape} for {end - start} passages of dimension {DIM}")
+            vectors[start:end] = batch
+            vectors.flush()
+            _save_progress(staging, {"passages": n, "embedded": end})
+            bar.update(end - start)
+    del vectors
+
+
+def _build_index(staging: Path, n: int, index_type: str, seed: int = 0):
+    import faiss
+
+    vectors = np.load(staging / VECTORS_FILE, mmap_mode="r")
+    index = faiss.index_factory(DIM, index_type, faiss.METRIC_INNER_PRODUCT)
+    if not index.is_trained:
+        rows = np.sort(np.random.default_rng(seed).choice(n, size=min(n, TRAIN_SAMPLE), replace=False))
+        index.train(np.ascontiguousarray(vectors[rows]))
+    for start in range(0, n, ADD_CHUNK):
+        index.add(np.ascontiguousarray(vectors[start:start + ADD_CHUNK]))
+    return index
+
+
+def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: EmbedFn, *, index_type: str = "auto",
+          batch_size: int = 256, progress: bool = True) -> Path:
+    """Build (or resume building) the dense index of `passages` into `folder` (see the module doc).
+
+    Args:
+        passages: the corpus, read once, in order.
+        folder: the index folder to publish (its name carries the corpus fingerprint).
+        meta: extra manifest fields (name, source file, model).
+        embed_fn: texts -> L2-normalised vectors of dimension 384.
+        index_type: "auto" (`choose_index`) or a faiss factory string ("Flat", "IVF1024,PQ48", "HNSW32").
+        batch_size: passages embedded per batch (and so between two saved checkpoints).
+    """
+    from treeqa.retrievers.dense import INDEX_FILE
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    staging = folder.parent / f".building-{folder.name}"
+    staging.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    state = json.loads((staging / PROGRESS_FILE).read_text()) if (staging / PROGRESS_FILE).is_file() else {}
+    if "passages" not in state:  # step 1, again from the start if it was cut short
+        n = _write_passages(staging, passages)
+        if n == 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise ValueError("cannot index an empty corpus")
+        state = {"passages": n, "embedded": 0}
+        _save_progress(staging, state)
+    n = state["passages"]
+    if state["embedded"] < n:
+        _embed_all(staging, n, state["embedded"], embed_fn, batch_size, progress)
+    chosen = choose_index(n) if index_type == "auto" else index_type
+    import faiss
+
+    faiss.write_index(_build_index(staging, n, chosen), str(staging / INDEX_FILE))
+    (staging / VECTORS_FILE).unlink()
+    (staging / PROGRESS_FILE).unlink()
+    store.write_manifest(staging, {"kind": "dense", "index_type": chosen, **meta,
+                                   "build_seconds": round(time.perf_counter() - started, 1)}, n)
+    return store.publish(staging, folder)
