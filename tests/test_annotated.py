@@ -154,3 +154,21 @@ def test_optimize_with_the_annotated_optimizer_makes_no_compile_call(train, tmp_
     assert report["compile"]["lm_calls"] == 0 and report["plan"]["compile_max"] == 0
     assert report["compile"]["demos"] == {"review": 3, "fuse": 3}
     assert "compiled_vs_zero_shot" in report
+
+
+def test_annotated_without_usable_train_questions_fails_before_any_evaluation(settings_env, tmp_path, monkeypatch):
+    import treeqa.lm
+    from tests.conftest import FIXTURE_DATA
+    from treeqa.optimize import OptimizeSpec, run_optimize
+
+    (tmp_path / "hotpotqa").mkdir()
+    (tmp_path / "hotpotqa" / "hotpot_train_subset.json").write_text(json.dumps(RECORDS[3:]))  # one hop only
+    (tmp_path / "hotpotqa" / "hotpot_dev_distractor_subset.json").write_text(
+        (FIXTURE_DATA / "hotpotqa" / "hotpot_dev_distractor_subset.json").read_text())
+    settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
+    lm, engine = _no_lm()
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    with pytest.raises(ValueError, match="two or more annotated gold paragraphs"):
+        run_optimize(OptimizeSpec(program="direct", optimizer="annotated", train=1, dev=1), tmp_path / "O",
+                     echo=lambda *_: None)
+    assert engine.calls == [] and not (tmp_path / "O" / "zero-shot").exists()

@@ -50,7 +50,8 @@ def _facts(paragraphs: Sequence[dict]) -> str:
     return " ".join(f for p in paragraphs for f in p.get("facts") or [p["text"]])
 
 
-def _usable(example: dspy.Example) -> bool:
+def usable(example: dspy.Example) -> bool:
+    """Whether a training question has the annotations demos are built from (two or more gold paragraphs)."""
     annotation = example.get("annotation") or {}
     return len(annotation.get("gold") or []) >= 2
 
@@ -186,18 +187,18 @@ class AnnotatedFewShot(Teleprompter):
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[dspy.Example], teacher=None,
                 valset=None, **kwargs) -> dspy.Module:
-        usable = [ex for ex in trainset if _usable(ex)]
-        if not usable:
+        usable_examples = [ex for ex in trainset if usable(ex)]
+        if not usable_examples:
             raise ValueError("no training question has two or more annotated gold paragraphs "
                              "(the annotated optimizer needs hotpotqa, 2wikimultihopqa or musique train)")
         program = student.deepcopy()
-        others = [ex.answers[0] for ex in usable]
+        others = [ex.answers[0] for ex in usable_examples]
         for name, predictor in program.named_predictors():
             build = builder_for(predictor.signature)
             if build is None:
                 continue
             rng = random.Random(f"{self.seed}:{name}")
-            order = list(usable)
+            order = list(usable_examples)
             rng.shuffle(order)
             fields = set(predictor.signature.fields)
             demos: list[dspy.Example] = []

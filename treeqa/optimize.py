@@ -229,6 +229,13 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
     fit_on, valset = gepa_split(trainset) if spec.optimizer == "gepa" else (trainset, None)
+    if spec.optimizer == "annotated":  # fail before any evaluation, not after the zero-shot one
+        from treeqa.annotated import usable
+
+        if not any(usable(ex) for ex in trainset):
+            raise ValueError(f"--optimizer annotated: none of the {len(trainset)} {spec.dataset} {train_split} "
+                             "questions has two or more annotated gold paragraphs (hotpotqa, 2wikimultihopqa "
+                             "and musique have them)")
     calls = plan(spec)
     echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
          f"zero-shot ≤ {calls['zero_shot_max']:,}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
