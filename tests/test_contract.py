@@ -103,3 +103,9 @@ def test_a_bug_in_our_engine_code_is_not_taken_for_an_lm_failure(monkeypatch):
     from treeqa.programs.common import is_our_bug
 
     assert is_our_bug(err.value)
+
+
+@pytest.mark.parametrize("call", [uses_retriever, call_bound, resolve_settings])
+def test_an_unknown_program_is_a_clear_error_everywhere(call):
+    with pytest.raises(ValueError, match="unknown program 'nosuch'"):
+        call("nosuch")

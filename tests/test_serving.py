@@ -220,3 +220,26 @@ def test_the_page_draws_the_tree_and_shows_a_clicked_node(live_server, tmp_path)
         assert "analysis: He was born in Cincinnati." in page.inner_text("#detail")
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
         browser.close()
+
+
+def test_serve_and_view_commands(fixture_data, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import treeqa.lm
+    from treeqa.cli import app, load_served
+
+    served, _ = tor_served()
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: served.lm)
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: tree_retriever())
+    started = {}
+    monkeypatch.setattr("uvicorn.run", lambda app_, host, port, log_level: started.update(app=app_, port=port))
+    result = CliRunner().invoke(app, ["serve", "--program", "tor", "--port", "8123", "--concurrency", "4"])
+    assert result.exit_code == 0, result.output
+    assert started["port"] == 8123 and "serving tor (zero-shot)" in result.output
+    assert started["app"].state.runner.concurrency == 4  # a scripted LM is not the embedded engine
+    info = load_served(None, "direct", "hotpotqa", "dense", "local", None).info
+    assert info["program"] == "direct" and info["dataset"] is None  # direct searches no corpus
+    bad = CliRunner().invoke(app, ["serve", "--program", "nosuch"])
+    assert bad.exit_code == 1 and "unknown program 'nosuch'" in bad.output
+    missing = CliRunner().invoke(app, ["view", str(tmp_path / "nothing")])
+    assert missing.exit_code == 1 and "neither report.json" in missing.output

@@ -62,12 +62,14 @@ def resolve_settings(name: str, params: dict[str, Any] | None = None, preset: st
 
 def uses_retriever(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> bool:
     """Whether program `name` with these settings searches a corpus (so an index is needed)."""
-    return PROGRAMS[name].needs_retriever(resolve_settings(name, params, preset))
+    settings = resolve_settings(name, params, preset)  # checks the names first
+    return PROGRAMS[name].needs_retriever(settings)
 
 
 def call_bound(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> int:
     """The most LM calls one question can take (see `QAProgram.call_bound`)."""
-    return PROGRAMS[name].call_bound(resolve_settings(name, params, preset))
+    settings = resolve_settings(name, params, preset)  # checks the names first
+    return PROGRAMS[name].call_bound(settings)
 
 
 def build_program(name: str, retriever: Retriever | None = None, preset: str | None = None,
