@@ -34,7 +34,7 @@ def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
         "failures": [f["where"] + ": " + f["error"] for f in pred.failures],
     }
     if "retrieved" in pred:
-        summary["recall@10"] = recall_at_k([p.title for p in pred.retrieved], example.gold_titles, 10)
+        summary["recall@10"] = recall_at_k([p.id for p in pred.retrieved], example.gold_ids, 10)
     if "tree" in pred:
         summary.update(confidence=pred.confidence, stop=pred.tree["stop"], states=len(pred.tree["states"]))
     print("\n" + json.dumps(summary, indent=1))

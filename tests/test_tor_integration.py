@@ -24,11 +24,11 @@ def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
     calls_before, started = engine.stats.calls, time.perf_counter()
     with dspy.context(lm=lm, adapter=adapter_for(lm)):  # the default path: JSON under a grammar
         pred = program(question=example.question)
-    titles = [p.title for p in pred.retrieved]
+    ids = [p.id for p in pred.retrieved]
     summary = {
         "question": example.question, "gold": list(example.answers), "answer": pred.answer,
         "em": exact_match(pred.answer, example.answers), "f1": round(f1_score(pred.answer, example.answers), 3),
-        "recall@15": round(recall_at_k(titles, example.gold_titles, 15), 3),
+        "recall@15": round(recall_at_k(ids, example.gold_ids, 15), 3),
         "lm_calls": engine.stats.calls - calls_before, "seconds": round(time.perf_counter() - started, 1),
         "stats": pred.tree["stats"], "failures": [f["where"] + ": " + f["error"] for f in pred.failures],
     }
