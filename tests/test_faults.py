@@ -272,3 +272,28 @@ def test_12_a_dead_endpoint_stops_the_run_and_keeps_its_records(fixture_data, tm
 def test_12_endpoints_get_a_per_call_timeout(settings_env):
     settings_env(lm_timeout=7.5)
     assert treeqa.lm.get_lm("hosted_vllm/m", api_base="http://127.0.0.1:9/v1").kwargs["timeout"] == 7.5
+
+
+def test_12_a_question_past_its_budget_is_a_recorded_failure_and_the_run_goes_on(fixture_data, tmp_path,
+                                                                                  monkeypatch):
+    import time
+
+    from tests.fakes import ScriptedEngine, generic_responder
+
+    respond = generic_responder(ANSWERS)
+
+    def slow_on_rigi(call):
+        if "Rigi" in call.messages[-1]["content"]:
+            time.sleep(1.5)
+        return respond(call)
+
+    lm = dspy.LM("local/slow", engine=ScriptedEngine(slow_on_rigi), cache=False, num_retries=0)
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    spec = EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2)
+    result = run_evaluation(spec, tmp_path / "R", question_budget=0.5)
+    by_question = {r["question"]: r for r in result["records"]}
+    slow = next(r for q, r in by_question.items() if "Rigi" in q)
+    assert slow["error"].startswith("TimeoutError: the question ran past its 0.5 s budget") and slow["em"] == 0
+    assert all(not r.get("error") for q, r in by_question.items() if "Rigi" not in q)  # the run went on
+    again = run_evaluation(spec, tmp_path / "R", retry_failed=True, question_budget=10)
+    assert again["summary"]["errors"] == 0 and again["summary"]["em"] == 100.0

@@ -145,6 +145,8 @@ def evaluate_cmd(
                                                                       "hold a failed LM call or an error.")] = False,
     max_errors: Annotated[int, typer.Option(help="Stop after this many questions in a row whose LM calls all "
                                                  "failed (0: never stop).")] = 10,
+    question_budget: Annotated[float | None, typer.Option(help="Seconds one question may take; one past it is "
+                                                               "recorded as failed and the run goes on.")] = None,
 ) -> None:
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
     from treeqa.compiled import load_program, read_recipe, recipe_settings
@@ -165,7 +167,8 @@ def evaluate_cmd(
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
                         lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
                         params=params, threads=threads, cache=cache)
-        result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None)
+        result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None,
+                                question_budget=question_budget)
     except (ValueError, FileNotFoundError, RunAborted) as exc:
         _fail(exc)
     from treeqa.runs import data_line

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import mean
@@ -109,6 +110,26 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     return record
 
 
+def over_budget(example: dspy.Example, budget: float) -> dict:
+    """The record of a question that ran past its time budget: a failure, retried by --retry-failed."""
+    return {"id": example.id, "question": example.question, "answers": list(example.answers), "prediction": "",
+            "em": 0.0, "f1": 0.0, "seconds": budget, "lm_calls": 0, "failed_calls": 1,
+            "error": f"TimeoutError: the question ran past its {budget:g} s budget"}
+
+
+def run_with_budget(run: Callable[[], dict], example: dspy.Example, budget: float | None) -> dict:
+    """`run()` within `budget` seconds, else the over-budget record. The late run is left to finish
+    in its own thread (a running LM call cannot be interrupted), and its result is dropped."""
+    if budget is None:
+        return run()
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.setdefault("record", run()), daemon=True,
+                              name=f"treeqa-question-{example.id}")
+    worker.start()
+    worker.join(budget)
+    return result.get("record") or over_budget(example, budget)
+
+
 def read_records(path: Path) -> list[dict]:
     """Records of an earlier run, one per question id (a later line for an id replaces an
     earlier one). A line that cannot be a record (torn by a kill mid-write, not UTF-8, not a
@@ -199,7 +220,8 @@ def all_calls_failed(record: dict) -> bool:
 def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | None = None,
              out_path: Path | None = None, threads: int = 1, progress: bool = True,
              keep_tree: bool = True, desc: str = "evaluating", adapter: dspy.Adapter | None = None,
-             run_key: str | None = None, retry_failed: bool = False, max_errors: int | None = 10) -> dict[str, Any]:
+             run_key: str | None = None, retry_failed: bool = False, max_errors: int | None = 10,
+             question_budget: float | None = None) -> dict[str, Any]:
     """Evaluate `program` on `examples`, resuming from `out_path` when it holds earlier records.
 
     Args:
@@ -209,6 +231,8 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
         max_errors: stop with `RunAborted` after this many questions in a row whose LM calls
             all failed (a dead endpoint), instead of filling the run with empty answers; the
             records so far are kept, and `retry_failed` picks the run up. None never stops.
+        question_budget: seconds one question may take (with one thread); a question past it is
+            recorded as failed and the run moves on (see `run_with_budget`).
 
     Returns the summary figures (see `summarize`) and the records, in example order.
     """
@@ -252,7 +276,8 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
 
         if threads <= 1:
             for ex in todo:
-                finish(run_example(program, ex, lm, keep_tree, adapter))
+                finish(run_with_budget(lambda ex=ex: run_example(program, ex, lm, keep_tree, adapter), ex,
+                                       question_budget))
         else:
             with ThreadPoolExecutor(max_workers=threads) as pool:
                 for record in pool.map(lambda ex: run_example(program, ex, lm, keep_tree, adapter), todo):

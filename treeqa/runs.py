@@ -180,7 +180,8 @@ def folder_lock(out_dir: Path) -> Iterator[None]:
 
 
 def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
-                   retry_failed: bool = False, max_errors: int | None = 10) -> dict[str, Any]:
+                   retry_failed: bool = False, max_errors: int | None = 10,
+                   question_budget: float | None = None) -> dict[str, Any]:
     """Evaluate `spec` (or a given, e.g. compiled, `program`), resuming from the folder's predictions.
 
     A folder holds one spec: resuming it with another is refused. `retry_failed` runs again
@@ -193,10 +194,11 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir):
         claim_folder(out_dir, spec)
-        return _run_locked(spec, out_dir, program, retry_failed, max_errors)
+        return _run_locked(spec, out_dir, program, retry_failed, max_errors, question_budget)
 
 
-def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_errors: int | None) -> dict[str, Any]:
+def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_errors: int | None,
+                question_budget: float | None) -> dict[str, Any]:
     import dspy
 
     from treeqa.data import SPLITS, corpus_description, load_examples
@@ -220,7 +222,7 @@ def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_
     with dspy.context(lm=lm, adapter=adapter):
         result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=outer,
                           desc=f"{spec.program} on {spec.dataset}", adapter=adapter, run_key=spec.key(),
-                          retry_failed=retry_failed, max_errors=max_errors)
+                          retry_failed=retry_failed, max_errors=max_errors, question_budget=question_budget)
     label = spec.program + (f" ({spec.preset})" if spec.preset else "")
     gold = {ex.id: ex.get("gold_ids") or [] for ex in examples}
     judged = decisions(spec.program, result["records"], gold)
