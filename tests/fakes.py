@@ -5,7 +5,9 @@ The engine goes through DSPy's own LM, adapters and parsing (a custom engine, as
 call is parsed into a `Call` (its kind, its input fields, whether JSON was asked for, the
 messages) and answered by a Python function: a dict of output values (written as JSON or
 in the chat format, whichever the adapter asked for), raw text, or an exception to raise
-(a failed call). What "kind" a call is comes from a pluggable classifier: by default the
+(a failed call). A dict may carry `_p`: field -> the model's probability of `true` for a
+boolean output, returned as token log-probabilities when the call asks for them (as the
+embedded engine does). What "kind" a call is comes from a pluggable classifier: by default the
 first output field asked for ("answer", "confidence", "sub_questions", "evidence",
 "document", "reasoning", ...); `review_kind` names the Tree of Reviews signatures.
 
@@ -16,6 +18,7 @@ that call signatures of their own.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import dspy
+from dspy._vendor.lm15.types import TokenLogprob, TopLogprob
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 from treeqa.data.corpus import Passage
@@ -34,6 +38,7 @@ _JSON_FIRST_FIELD = re.compile(r"order of fields: `(\w+)`")
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]\n")
 _OUTPUTS = re.compile(r"Your output fields are:\n(.*?)\nAll interactions", re.S)
 _FIELD = re.compile(r"^\d+\. `(\w+)` \(([^)]*\)?)\)", re.M)
+_BOOLEAN = re.compile(r"\b(true|false|True|False)\b")
 
 
 @dataclass
@@ -107,10 +112,18 @@ class ScriptedEngine:
         out = self.respond(call)
         if isinstance(out, BaseException):
             raise out
+        probabilities = None
         if isinstance(out, dict):
+            out = dict(out)
+            probabilities = out.pop("_p", None)
+            booleans = [name for name, value in out.items() if isinstance(value, bool)]
             out = json.dumps(out) if call.json_mode else chat_reply(out)
+        logprobs = None
+        if probabilities is not None and getattr(request.config, "logprobs", None) is not None:
+            logprobs = _token_logprobs(out, [probabilities.get(name) for name in booleans])
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(out)]),
-                        finish_reason="stop", usage=Usage(input_tokens=self.usage[0], output_tokens=self.usage[1]))
+                        finish_reason="stop", usage=Usage(input_tokens=self.usage[0], output_tokens=self.usage[1]),
+                        logprobs=logprobs)
 
     def stream(self, request):
         return response_to_events(self.complete(request))
@@ -123,6 +136,27 @@ class ScriptedEngine:
 
     def of(self, kind: str) -> list[Call]:
         return [c for c in self.calls if c.kind == kind]
+
+
+def _token_logprobs(text: str, probabilities: list) -> tuple[TokenLogprob, ...]:
+    """`text` as tokens: each boolean value one token, whose alternatives carry the n-th
+    boolean's probability of true; the rest whole pieces with log-probability 0."""
+    tokens, booleans = [], iter(probabilities)
+    for i, piece in enumerate(_BOOLEAN.split(text)):
+        if i % 2 == 0:
+            if piece:
+                tokens.append(TokenLogprob(token=piece, logprob=0.0))
+            continue
+        p = next(booleans, None)
+        if p is None:
+            tokens.append(TokenLogprob(token=piece, logprob=0.0))
+            continue
+        true, false = math.log(max(p, 1e-12)), math.log(max(1 - p, 1e-12))
+        spell = str.capitalize if piece[0].isupper() else str.lower  # the chosen token is among its alternatives
+        tokens.append(TokenLogprob(token=piece, logprob=true if piece.lower() == "true" else false,
+                                   top=(TopLogprob(token=spell("true"), logprob=true),
+                                        TopLogprob(token=spell("false"), logprob=false))))
+    return tuple(tokens)
 
 
 def scripted_lm(respond, classify=first_output_field, whole_call: bool = False,

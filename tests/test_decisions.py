@@ -43,6 +43,24 @@ def test_review_agreement_with_the_annotations():
     assert "accept precision 33.33%" in describe(figures)
 
 
+def test_verdict_probabilities_are_scored_against_the_annotations():
+    import copy
+
+    records = copy.deepcopy(TOR_RECORDS)
+    p = {("q1", 1): (0.9, 0.2), ("q1", 2): (0.8, 0.7), ("q1", 3): (0.4, 0.6), ("q1", 4): (0.3, 0.1),
+         ("q2", 1): (0.6, 0.9), ("q2", 2): (0.7, 0.5)}
+    for record in records:
+        for node in record["tree"]["nodes"]:
+            if (record["id"], node["node"]) in p:
+                node["p_relevant"], node["p_sufficient"] = p[(record["id"], node["node"])]
+    figures = review_decisions(records, GOLD)
+    # relevance: gold g1 .9, g2 .8, g3 .6 against distractors d1 .4, d2 .3, d3 .7: 8 of 9 pairs ordered (only g3 < d3)
+    assert figures["relevance_auc"] == pytest.approx(8 / 9, abs=1e-3)
+    # sufficiency: the full path .7 against partial paths .2, .6, .9: 2 of 3
+    assert figures["sufficiency_auc"] == pytest.approx(2 / 3, abs=1e-3)
+    assert review_decisions(TOR_RECORDS, GOLD)["relevance_auc"] is None  # no probabilities recorded
+
+
 def test_chain_turns_are_judged_on_everything_they_saw():
     records = [{"id": "q1", "tree": {"nodes": [
         {"node": 0, "depth": 1, "action": "search", "relevant": True, "expanded": True, "ids": ["d1", "g1"]},

@@ -108,19 +108,22 @@ def test_greedy_grammar_sampler_is_used_only_for_plain_greedy_requests(monkeypat
     from treeqa.lm import _greedy_grammar as greedy_grammar
 
     made = []
-    monkeypatch.setattr(greedy_grammar, "GreedyGrammarSampler", lambda llama, grammar: made.append(grammar) or "fast")
+    monkeypatch.setattr(greedy_grammar, "GreedyGrammarSampler",
+                        lambda llama, grammar, top: made.append((grammar, top)) or "fast")
 
     class Llama:
         def _init_sampler(self, **kwargs):
             return "chain"
 
     llama = Llama()
-    greedy_grammar.install(llama)
+    decoding = greedy_grammar.install(llama)
     assert llama._init_sampler(temp=0.0, grammar="g") == "fast"
     assert llama._init_sampler(temp=0.7, grammar="g") == "chain"  # sampling: llama.cpp's own chain
     assert llama._init_sampler(temp=0.0, grammar=None) == "chain"
     assert llama._init_sampler(temp=0.0, grammar="g", repeat_penalty=1.1) == "chain"
-    assert made == ["g"]
+    decoding.top_logprobs = 5  # a request for log-probabilities: ours, with or without a grammar
+    assert llama._init_sampler(temp=0.0, grammar=None) == "fast" and decoding.last == "fast"
+    assert made == [("g", None), (None, 5)]
 
 
 @pytest.mark.integration
@@ -167,3 +170,27 @@ def test_greedy_grammar_sampler_matches_llama_cpp_grammar_first_decoding():
     text = fast["choices"][0]["message"]["content"]
     assert text == slow["choices"][0]["message"]["content"]
     jsonschema.validate(json.loads(text), json.loads(schema))
+
+
+@pytest.mark.integration
+def test_asking_for_log_probabilities_leaves_the_reply_unchanged_and_covers_every_token():
+    """The sampler's records are the reply, token for token, and reading them changes nothing."""
+    from treeqa.lm import local_engine
+    from treeqa.signatures.review import ParagraphReview
+    from treeqa.verdicts import LOGPROBS, verdict_probability
+
+    engine = local_engine()
+    lm = dspy.LM("local/logprob-test", engine=engine, cache=False, temperature=0.0, num_retries=0)
+    review = dspy.Predict(ParagraphReview)
+    inputs = {"question": "Where was the director of Jaws born?",
+              "paragraphs": ["Jaws (film): Jaws is a 1975 American thriller film directed by Steven Spielberg."]}
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        plain = review(**inputs)
+        scored = review(**inputs, config=LOGPROBS)
+    assert plain.toDict() == {k: v for k, v in scored.toDict().items() if k != "logprobs"}
+    steps = scored.logprobs["content"]
+    text = "".join(step["token"] for step in steps)
+    assert json.loads(text)["action"] == scored.action
+    assert all(step["logprob"] <= 0 and len(step["top_logprobs"]) == LOGPROBS["top_logprobs"] for step in steps)
+    assert 0.0 < verdict_probability(scored, "relevant") < 1.0
+    assert 0.0 < verdict_probability(scored, "sufficient") < 1.0

@@ -61,3 +61,14 @@ def test_chain_of_reviews_on_a_real_question(real_hotpot):
     pred, summary = _run(ChainOfReviews(retriever=retriever, max_turns=2), lm, examples[0])
     assert isinstance(pred.answer, str) and pred.tree["stats"]["reviews"] <= 2
     assert 5 <= len(pred.retrieved) <= 10
+
+
+def test_hops_make_the_tree_grow_and_reviews_carry_the_models_probabilities(real_hotpot):
+    lm, retriever, examples = real_hotpot
+    pred, summary = _run(TreeOfReviews(retriever=retriever, widths=(2, 2), depth=2, hops=2), lm, examples[0])
+    nodes = [n for n in pred.tree["nodes"] if n.get("relevant") is not None]
+    assert all(0.0 <= n["p_relevant"] <= 1.0 and 0.0 <= n["p_sufficient"] <= 1.0 for n in nodes)
+    assert all(len(e["ids"]) == 2 for e in pred.evidence)  # nothing accepted on one paragraph
+    depth1 = [n for n in nodes if n["depth"] == 1]
+    assert all(n["action"] in ("search", "reject") for n in depth1)
+    assert any(n["relevant"] for n in depth1) == any(n["depth"] == 2 for n in nodes)  # relevant -> searched on

@@ -435,3 +435,59 @@ def test_threads_review_siblings_concurrently_with_the_same_tree():
 def test_threads_must_be_positive():
     with pytest.raises(ValueError, match="threads"):
         TreeOfReviews(retriever=tree_retriever(), threads=0)
+
+
+# --- hops and the relevance judge --------------------------------------------------------------
+
+def test_hops_searches_on_a_sufficient_path_that_is_too_short():
+    """hops=2: the model calls single paragraphs sufficient, but only two-paragraph paths are accepted."""
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="direct", hops=2)
+    pred, engine = run(program, always("accept", analysis="Jane Doe wrote it."))
+    assert len(engine.of("review")) == 2 + 4  # both roots searched on, their children accepted
+    depth1 = [n for n in pred.tree["nodes"] if n["depth"] == 1]
+    assert all(n["action"] == "search" and n["expanded"] and n["sufficient"] for n in depth1)
+    assert [len(e["titles"]) for e in pred.evidence] == [2, 2, 2, 2]
+    with pytest.raises(ValueError, match="hops"):
+        TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), hops=3)
+
+
+def test_hops_keeps_relevance_pruning():
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="direct", hops=2)
+    pred, engine = run(program, answering(
+        lambda c: review("reject") if c.titles[-1] == "N1" else review("accept", analysis="It is 42.")))
+    assert [c.titles for c in engine.of("review")] == [["N1"], ["N2"], ["N2", "N3"], ["N2", "N4"]]
+
+
+def _judged(call):
+    """The written verdict always says relevant; only the probability tells gold (G*) from the rest."""
+    reply = review("search", next_query="more")
+    reply["_p"] = {"relevant": 0.8 if call.titles[-1].startswith("G") else 0.3, "sufficient": 0.1}
+    return reply
+
+
+def test_relevance_threshold_decides_on_the_models_probability():
+    retriever = tree_retriever(fixed={Q: [passage("G1"), passage("D1"), passage("G2")]})
+    program = TreeOfReviews(retriever=retriever, widths=(3, 1), expansion="direct", relevance_threshold=0.5)
+    pred, engine = run(program, answering(_judged))
+    depth1 = {n["title"]: n for n in pred.tree["nodes"] if n["depth"] == 1}
+    assert {t: n["action"] for t, n in depth1.items()} == {"G1": "search", "D1": "reject", "G2": "search"}
+    assert depth1["D1"]["p_relevant"] == pytest.approx(0.3) and depth1["G1"]["p_relevant"] == pytest.approx(0.8)
+    assert depth1["G1"]["p_sufficient"] == pytest.approx(0.1)
+    assert pred.stats["judge_fallbacks"] == 0
+
+
+def test_without_a_threshold_the_written_verdict_decides_and_probabilities_are_not_asked():
+    retriever = tree_retriever(fixed={Q: [passage("G1"), passage("D1")]})
+    program = TreeOfReviews(retriever=retriever, widths=(2, 1), expansion="direct")
+    pred, _ = run(program, answering(_judged))
+    depth1 = [n for n in pred.tree["nodes"] if n["depth"] == 1]
+    assert all(n["action"] == "search" and "p_relevant" not in n for n in depth1)  # a scripted LM: not embedded
+
+
+def test_a_threshold_without_probabilities_falls_back_to_the_verdict_and_counts_it():
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2,), expansion="direct", relevance_threshold=0.5)
+    pred, _ = run(program, always("search", next_query="more"))  # replies carry no log-probabilities
+    assert pred.stats["judge_fallbacks"] == 2
+    assert [n["action"] for n in pred.tree["nodes"][1:]] == ["search", "search"]  # relevant, as written
+    with pytest.raises(ValueError, match="relevance_threshold"):
+        TreeOfReviews(retriever=tree_retriever(), relevance_threshold=1.5)

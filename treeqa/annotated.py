@@ -38,12 +38,12 @@ DEFAULT_K = 3
 PASSAGE_CHARS = 600  # demos show paragraphs shorter than live calls: three demos must fit the window
 
 
-def _passage(paragraph: dict) -> Passage:
+def as_passage(paragraph: dict) -> Passage:
     return Passage(passage_id(paragraph["title"], paragraph["text"]), paragraph["title"], paragraph["text"])
 
 
 def _texts(paragraphs: Sequence[dict]) -> list[str]:
-    return [_passage(p).as_text(PASSAGE_CHARS) for p in paragraphs]
+    return [as_passage(p).as_text(PASSAGE_CHARS) for p in paragraphs]
 
 
 def _facts(paragraphs: Sequence[dict]) -> str:
@@ -93,7 +93,7 @@ def _fuse(input_name: str) -> Callable:
     def build(example, rng, others) -> list[dict]:
         gold = example.annotation["gold"]
         if input_name == "evidence":
-            value = [format_evidence(Evidence(tuple(_passage(p) for p in gold), _answer_sentence(example)),
+            value = [format_evidence(Evidence(tuple(as_passage(p) for p in gold), _answer_sentence(example)),
                                      PASSAGE_CHARS)]
         elif input_name == "analyses":
             value = [_answer_sentence(example)]

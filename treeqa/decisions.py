@@ -13,7 +13,9 @@ paragraph the turn's review saw):
 - accept precision: accepted paths that are full; accept rate on full paths; search rate on
   partial paths; reject rate on distractors;
 - tree depth histogram (deepest reviewed node per question) and the share of questions with
-  any expansion.
+  any expansion;
+- where the reviews carry the model's verdict probabilities: how well P(relevant) separates
+  gold paragraphs from distractors and P(sufficient) full paths from partial ones (AUC).
 
 Beam, per question: where the search stopped (`stop`) and how deep its last beam is; the
 share of beams whose two best states tie on confidence; and calibration of Score's
@@ -27,6 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from treeqa.metrics import exact_match
+from treeqa.verdicts import auc
 
 CALIBRATION_BINS = 10
 
@@ -63,6 +66,8 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
     counts: Counter = Counter()
     depths: Counter = Counter()
     expanded_questions = questions = 0
+    relevance: tuple[list[float], list[bool]] = ([], [])
+    sufficiency: tuple[list[float], list[bool]] = ([], [])
     for record in records:
         tree, gold_ids = record.get("tree"), set(gold.get(record["id"]) or ())
         if not tree or not gold_ids:
@@ -83,6 +88,12 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
                 counts["partial"] += 1
                 counts[f"partial_{action}"] += 1
             own_is_gold = bool(held) if chain else path[-1] in gold_ids
+            if node.get("p_relevant") is not None:
+                relevance[0].append(node["p_relevant"])
+                relevance[1].append(own_is_gold)
+            if node.get("p_sufficient") is not None and held:
+                sufficiency[0].append(node["p_sufficient"])
+                sufficiency[1].append(held == gold_ids)
             if not own_is_gold:
                 counts["distractor"] += 1
                 counts[f"distractor_{action}"] += 1
@@ -99,7 +110,13 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
         "paths": {"full": counts["full"], "partial": counts["partial"], "distractor": counts["distractor"]},
         "depth_histogram": {str(d): depths[d] for d in sorted(depths)},
         "questions_with_expansion": _share(expanded_questions, questions),
+        "relevance_auc": _rounded(auc(*relevance)),
+        "sufficiency_auc": _rounded(auc(*sufficiency)),
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def calibration(confidences: Sequence[float], correct: Sequence[float], bins: int = CALIBRATION_BINS) -> dict:
@@ -178,4 +195,6 @@ def describe(figures: dict) -> str:
             f"{figures['accept_rate_on_full_paths']}%, "
             f"search on partial paths {figures['search_rate_on_partial_paths']}%, "
             f"reject on distractors {figures['reject_rate_on_distractors']}%; questions with an expansion "
-            f"{figures['questions_with_expansion']}%; deepest node per question {figures['depth_histogram']}")
+            f"{figures['questions_with_expansion']}%; deepest node per question {figures['depth_histogram']}; "
+            f"AUC of P(relevant) on gold vs distractor {figures.get('relevance_auc')}, "
+            f"of P(sufficient) on full vs partial paths {figures.get('sufficiency_auc')}")

@@ -32,7 +32,7 @@ from treeqa.runs import (
 )
 from treeqa.stats import compare_records
 
-OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated")
+OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated", "judge")
 
 
 # --- metrics the teleprompters optimise -------------------------------------------------
@@ -88,7 +88,12 @@ def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[
         "simba": settings["steps"] * min(settings["bsize"], n_train) * (settings["candidates"] + 1),
         "gepa": settings["metric_calls"],
         "annotated": 0,  # demos from the annotations: no program run, no LM call
+        "judge": 0,
     }[optimizer]
+    if optimizer == "judge":  # one review per annotated paragraph: 2 gold and 2 distractors a question
+        from treeqa.judge import DISTRACTORS_PER_QUESTION
+
+        return n_train * (2 + DISTRACTORS_PER_QUESTION)
     return runs * per_q
 
 
@@ -178,6 +183,10 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
         from treeqa.annotated import AnnotatedFewShot
 
         return AnnotatedFewShot(k=spec.annotated_demos, seed=spec.seed), {}
+    if spec.optimizer == "judge":
+        from treeqa.judge import RelevanceJudge
+
+        return RelevanceJudge(k=spec.annotated_demos, seed=spec.seed), {}
     if spec.optimizer == "gepa":
         return (GEPA(metric=em_feedback_metric, max_metric_calls=t["metric_calls"], reflection_lm=proposer,
                      num_threads=spec.threads, seed=spec.seed, track_stats=False),
@@ -229,7 +238,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
     fit_on, valset = gepa_split(trainset) if spec.optimizer == "gepa" else (trainset, None)
-    if spec.optimizer == "annotated":  # fail before any evaluation, not after the zero-shot one
+    if spec.optimizer in ("annotated", "judge"):  # fail before any evaluation, not after the zero-shot one
         from treeqa.annotated import usable
 
         if not any(usable(ex) for ex in trainset):
@@ -283,6 +292,9 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
                         "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
                         "instructions_changed": changed_instructions(program, compiled)}
+        if getattr(compiled, "judge_fit", None):
+            compile_info["judge_fit"] = compiled.judge_fit
+            echo(f"      relevance judge: {compiled.judge_fit}")
         save_compiled(compiled, compiled_path, name=spec.program, dataset=spec.dataset, retriever=spec.retriever,
                       preset=spec.preset, params=spec.params,
                       extra={"compile": compile_info, **({"corpus": spec.corpus} if spec.corpus else {})})
@@ -308,7 +320,8 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         f"'better' or 'worse' only when the interval excludes 0:\n\n{paired_table}\n\n"
         f"Compiled on {len(trainset)} {train_split} questions in {compile_info.get('seconds', '?')} s "
         f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}; "
-        f"instructions rewritten: {compile_info.get('instructions_changed', [])}.\n"
+        f"instructions rewritten: {compile_info.get('instructions_changed', [])}"
+        f"{'; relevance judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}.\n"
         f"Versions: {report['versions']}\n")
     echo(table)
     echo(paired_table)

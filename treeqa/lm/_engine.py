@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dspy._vendor.lm15.types import TokenLogprob, TopLogprob
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 from treeqa.lm import _greedy_grammar as greedy_grammar
@@ -71,7 +72,8 @@ class LlamaEngine:
     """
 
     supports_response_schema = True
-    supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop"})
+    supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop", "logprobs"})
+    MAX_TOP_LOGPROBS = 20
 
     def __init__(self, model_path: Path | None = None, n_threads: int | None = None,
                  n_ctx: int | None = None, kv_cache_mb: int | None = None, max_tokens: int | None = None,
@@ -86,6 +88,7 @@ class LlamaEngine:
                                n_ctx or settings.context_size,
                                settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb)
         self.llama = llama
+        self._decoding = getattr(llama, "treeqa_decoding", None)  # set by greedy_grammar.install
         self._count_evaluated_tokens()
 
     @staticmethod
@@ -97,7 +100,7 @@ class LlamaEngine:
         if kv_cache_mb > 0:
             llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=kv_cache_mb << 20))
         lean_state.install(llama)
-        greedy_grammar.install(llama)
+        llama.treeqa_decoding = greedy_grammar.install(llama)
         return llama
 
     def _count_evaluated_tokens(self) -> None:
@@ -129,14 +132,23 @@ class LlamaEngine:
                 kwargs["grammar"] = grammar
             else:
                 kwargs["response_format"] = {"type": "json_object"}
+        wants_logprobs = config.logprobs is not None and not config.temperature and self._decoding is not None
         with self._lock:
             self._evaluated = 0
+            if wants_logprobs:
+                self._decoding.top_logprobs = min(int(config.logprobs), self.MAX_TOP_LOGPROBS)
             started = time.perf_counter()
-            out = self.llama.create_chat_completion(**kwargs)
+            try:
+                out = self.llama.create_chat_completion(**kwargs)
+            finally:
+                if self._decoding is not None:
+                    self._decoding.top_logprobs = None
             seconds = time.perf_counter() - started
             evaluated = self._evaluated
+            sampler = self._decoding.last if wants_logprobs else None
         usage = out.get("usage") or {}
         prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+        logprobs = self._token_logprobs(sampler.logprobs[:completion]) if sampler is not None else None
         # generated tokens are fed back one by one, except the last one
         computed = min(prompt, max(0, evaluated - max(0, completion - 1))) if evaluated else prompt
         self._record(prompt, computed, completion, seconds)
@@ -147,7 +159,18 @@ class LlamaEngine:
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
             usage=Usage(input_tokens=prompt, output_tokens=completion,
                         cache_read_tokens=max(0, prompt - computed)),
+            logprobs=logprobs,
         )
+
+    def _token_logprobs(self, steps) -> tuple[TokenLogprob, ...]:
+        """The sampler's per-step records as lm15 token log-probabilities (text, not bytes: a
+        token can hold part of a UTF-8 character)."""
+        def text(token: int) -> str:
+            return self.llama.detokenize([token]).decode("utf-8", errors="replace")
+
+        return tuple(TokenLogprob(token=text(token), logprob=logprob, token_id=token,
+                                  top=tuple(TopLogprob(token=text(t), logprob=lp, token_id=t) for t, lp in top))
+                     for token, logprob, top in steps)
 
     def _grammar_for(self, response_format: dict):
         """A grammar for a JSON-schema response format (None for plain JSON mode)."""

@@ -23,6 +23,7 @@ import dspy
 import numpy as np
 
 from treeqa.data.corpus import Passage
+from treeqa.lm import is_embedded
 from treeqa.metrics import RECALL_K
 from treeqa.programs.common import (
     SharedRef,
@@ -55,6 +56,7 @@ from treeqa.signatures.review import (
     review_paragraphs,
     select_for_review,
 )
+from treeqa.verdicts import LOGPROBS, verdict_probability
 
 EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
 
@@ -131,6 +133,8 @@ class ReviewNode:
     relevant: bool | None = None
     sufficient: bool | None = None
     corrected: bool | None = None  # the rules overrode the model's own action
+    p_relevant: float | None = None  # the model's probability of its verdicts, where the LM gives it
+    p_sufficient: float | None = None
     query: str = ""
     expanded: bool = False
     analysis: str = ""
@@ -143,11 +147,13 @@ class ReviewNode:
         """Record a review's outcome on this node."""
         self.action, self.relevant, self.sufficient = outcome.action, outcome.relevant, outcome.sufficient
         self.corrected, self.analysis, self.reasoning = outcome.corrected, outcome.analysis, outcome.reasoning
+        self.p_relevant = None if outcome.p_relevant is None else round(outcome.p_relevant, 4)
+        self.p_sufficient = None if outcome.p_sufficient is None else round(outcome.p_sufficient, 4)
 
     def to_dict(self) -> dict:
         """Plain JSON for the tree; keys that do not apply (never reviewed, not CoR) are left out."""
         out = asdict(self)
-        for key in ("corrected", "ids", "titles"):
+        for key in ("corrected", "ids", "titles", "p_relevant", "p_sufficient"):
             if out[key] is None:
                 del out[key]
         return out
@@ -167,7 +173,7 @@ class _Run:
     failures: list[dict] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("reviews", "review_failures", "completions", "completion_failures", "retrievals",
-         "pruned_repetitive", "corrected", "query_fallbacks"), 0))
+         "pruned_repetitive", "corrected", "query_fallbacks", "judge_fallbacks"), 0))
     done: bool = False
 
     def add_node(self, **values) -> ReviewNode:
@@ -202,8 +208,11 @@ class _ReviewProgram(QAProgram):
 
     def __init__(self, retriever: Retriever | None, expansion: str, fusion: str, max_context_chars: int,
                  max_paragraph_chars: int, max_review_chars: int, max_query_chars: int,
-                 embed_fn: EmbedFn | None):
+                 embed_fn: EmbedFn | None, relevance_threshold: float | None):
         super().__init__()
+        if relevance_threshold is not None and not 0.0 <= relevance_threshold <= 1.0:
+            raise ValueError(f"relevance_threshold must be between 0 and 1 (or None), got {relevance_threshold}")
+        self.relevance_threshold = relevance_threshold
         check_retriever(retriever, type(self).__name__, needed=True)
         if expansion not in EXPANSIONS:
             raise ValueError(f"unknown expansion {expansion!r}; choose one of {', '.join(EXPANSIONS)}")
@@ -243,24 +252,42 @@ class _ReviewProgram(QAProgram):
             return []
         return hits
 
+    def _wants_probabilities(self) -> bool:
+        """Ask for the verdicts' probabilities where they decide (a threshold is set) or come
+        almost free (the embedded engine: about 0.6 ms a generated token); an endpoint that may
+        not support log-probabilities is not asked for them otherwise."""
+        return self.relevance_threshold is not None or is_embedded(dspy.settings.lm)
+
     def _review_call(self, question: str, passages: Sequence[Passage], failures: list[dict],
-                     where: str, can_search: bool) -> ReviewOutcome | None:
-        """The review LM call alone (safe to run in a worker thread): None when it fails."""
+                     where: str, can_search: bool, can_accept: bool = True) -> ReviewOutcome | None:
+        """The review LM call alone (safe to run in a worker thread): None when it fails.
+
+        With `relevance_threshold`, relevance is the model's probability of `true` against the
+        threshold, not its written verdict; where the reply has no probabilities the written
+        verdict stands and the outcome says so (`p_relevant` None, counted as a judge fallback).
+        """
         shown, paragraphs = select_for_review(passages, self.max_paragraph_chars, self.max_review_chars)
-        pred = safe_call(self.review, failures, where, question=question, paragraphs=paragraphs)
+        extra = {"config": LOGPROBS} if self._wants_probabilities() else {}
+        pred = safe_call(self.review, failures, where, question=question, paragraphs=paragraphs, **extra)
         if pred is None:
             return None
+        p_relevant, p_sufficient = verdict_probability(pred, "relevant"), verdict_probability(pred, "sufficient")
+        relevant = None
+        if self.relevance_threshold is not None and p_relevant is not None:
+            relevant = p_relevant >= self.relevance_threshold
         outcome = enforce_review_rules(pred, fallback_query=f"{question} {passages[-1].title}",
-                                       can_search=can_search)
-        return replace(outcome, seen_ids=tuple(p.id for p in shown))
+                                       can_search=can_search, can_accept=can_accept, relevant=relevant)
+        return replace(outcome, seen_ids=tuple(p.id for p in shown), p_relevant=p_relevant,
+                       p_sufficient=p_sufficient)
 
     def _review(self, run: _Run, passages: Sequence[Passage], where: str, can_search: bool,
-                ready: tuple[list[dict], ReviewOutcome | None] | None = None) -> ReviewOutcome | None:
+                ready: tuple[list[dict], ReviewOutcome | None] | None = None,
+                can_accept: bool = True) -> ReviewOutcome | None:
         """One review of `passages` together (or its result from a concurrent batch); None,
         counted and recorded, when the call failed."""
         run.stats["reviews"] += 1
         if ready is None:
-            outcome = self._review_call(run.question, passages, run.failures, where, can_search)
+            outcome = self._review_call(run.question, passages, run.failures, where, can_search, can_accept)
         else:
             failures, outcome = ready
             run.failures.extend({**f, "where": where} for f in failures)
@@ -268,6 +295,7 @@ class _ReviewProgram(QAProgram):
             run.stats["review_failures"] += 1
             return None
         run.stats["corrected"] += outcome.corrected
+        run.stats["judge_fallbacks"] += self.relevance_threshold is not None and outcome.p_relevant is None
         return outcome
 
     def _next_query(self, run: _Run, passages: Sequence[Passage], outcome: ReviewOutcome, where: str) -> str:
@@ -330,6 +358,13 @@ class TreeOfReviews(_ReviewProgram):
             level is expanded (ablation, Table 5).
         repetitive_pruning: a retrieved paragraph already in the evidence pool is not reviewed again.
         max_evidence: stop the search once the pool holds this many pieces (None: search all).
+        hops: a path is accepted only once it holds this many paragraphs; on a shorter one a
+            "sufficient" verdict is not trusted and a relevant path is searched on (1: the
+            paper's rule; 2 for two-hop questions, where a small model calls one paragraph
+            sufficient). At most `depth`.
+        relevance_threshold: relevance is the model's probability of "relevant: true" against
+            this threshold (compiled on train annotations by `--optimizer annotated`), not its
+            written verdict; None trusts the verdict. Needs an LM that returns log-probabilities.
         max_context_chars: the fusion reader's budget for evidence (the model has 4096 tokens;
             about 4 characters a token).
         max_paragraph_chars: each paragraph shown to the model is cut to this length.
@@ -361,11 +396,11 @@ class TreeOfReviews(_ReviewProgram):
     def __init__(self, retriever: Retriever | None = None, widths: Sequence[int] = (5, 3, 3),
                  depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",
                  relevance_pruning: bool = True, repetitive_pruning: bool = True,
-                 max_evidence: int | None = None, max_context_chars: int = 6000,
-                 max_paragraph_chars: int = 800, max_review_chars: int = 4000, max_query_chars: int = 600,
-                 embed_fn: EmbedFn | None = None, threads: int = 1):
+                 max_evidence: int | None = None, hops: int = 1, relevance_threshold: float | None = None,
+                 max_context_chars: int = 6000, max_paragraph_chars: int = 800, max_review_chars: int = 4000,
+                 max_query_chars: int = 600, embed_fn: EmbedFn | None = None, threads: int = 1):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
-                         max_review_chars, max_query_chars, embed_fn)
+                         max_review_chars, max_query_chars, embed_fn, relevance_threshold)
         self.threads = check_threads(threads)
         widths = tuple(int(w) for w in widths)
         depth = len(widths) if depth is None else int(depth)
@@ -375,6 +410,9 @@ class TreeOfReviews(_ReviewProgram):
             raise ValueError(f"widths must be positive, got {widths}")
         if max_evidence is not None and max_evidence < 1:
             raise ValueError(f"max_evidence must be positive or None, got {max_evidence}")
+        if not 1 <= hops <= depth:
+            raise ValueError(f"hops must be between 1 and depth={depth}, got {hops}")
+        self.hops = hops
         self.widths = widths[:depth]
         self.depth = depth
         self.relevance_pruning = relevance_pruning
@@ -418,7 +456,7 @@ class TreeOfReviews(_ReviewProgram):
         def review_one(passage: Passage):
             failures: list[dict] = []
             return failures, self._review_call(run.question, path + [passage], failures, "review",
-                                               self._can_expand(depth))
+                                               self._can_expand(depth), depth >= self.hops)
 
         return {p.id: result for p, result in zip(todo, map_calls(review_one, todo, self.threads), strict=True)}
 
@@ -433,7 +471,7 @@ class TreeOfReviews(_ReviewProgram):
         mark = len(run.failures)
         here = path + [passage]
         outcome = self._review(run, here, where=f"review@node{node.node}", can_search=self._can_expand(depth),
-                               ready=ready)
+                               ready=ready, can_accept=depth >= self.hops)
         if outcome is None:
             node.action, node.failures = "reject", run.failures[mark:]
             run.done_with(node, [passage])
@@ -466,7 +504,7 @@ class ChainOfReviews(_ReviewProgram):
         retriever: searches the corpus; required.
         k: new paragraphs per turn.
         max_turns: the most retrieve-and-review turns.
-        expansion, fusion, max_*_chars, embed_fn: as for `TreeOfReviews`.
+        expansion, fusion, relevance_threshold, max_*_chars, embed_fn: as for `TreeOfReviews`.
     """
 
     @classmethod
@@ -475,11 +513,11 @@ class ChainOfReviews(_ReviewProgram):
         return settings["max_turns"] * (2 if settings["expansion"] == "mpc" else 1) + 1
 
     def __init__(self, retriever: Retriever | None = None, k: int = 5, max_turns: int = 3,
-                 expansion: str = "cot", fusion: str = "evidence", max_context_chars: int = 6000,
-                 max_paragraph_chars: int = 800, max_review_chars: int = 6000, max_query_chars: int = 600,
-                 embed_fn: EmbedFn | None = None):
+                 expansion: str = "cot", fusion: str = "evidence", relevance_threshold: float | None = None,
+                 max_context_chars: int = 6000, max_paragraph_chars: int = 800, max_review_chars: int = 6000,
+                 max_query_chars: int = 600, embed_fn: EmbedFn | None = None):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
-                         max_review_chars, max_query_chars, embed_fn)
+                         max_review_chars, max_query_chars, embed_fn, relevance_threshold)
         if k < 1 or max_turns < 1:
             raise ValueError(f"k and max_turns must be positive, got k={k}, max_turns={max_turns}")
         self.k = k

@@ -94,7 +94,9 @@ class ReviewOutcome:
 
     `corrected` says the model's own action was overridden (a measure of how well the
     model follows the rules); `query_fallback` says the search query was made in code;
-    `seen_ids` are the paragraphs the review was shown (the only ones its judgment covers).
+    `seen_ids` are the paragraphs the review was shown (the only ones its judgment covers);
+    `p_relevant` / `p_sufficient` are the model's probabilities of its two verdicts (None
+    where the LM gave no log-probabilities).
     """
 
     relevant: bool
@@ -106,6 +108,8 @@ class ReviewOutcome:
     corrected: bool = False
     query_fallback: bool = False
     seen_ids: tuple[str, ...] = ()
+    p_relevant: float | None = None
+    p_sufficient: float | None = None
 
 
 def clean_text(value) -> str:
@@ -120,7 +124,8 @@ def _flag(value) -> bool:
     return bool(value)
 
 
-def enforce_review_rules(prediction, fallback_query: str, can_search: bool = True) -> ReviewOutcome:
+def enforce_review_rules(prediction, fallback_query: str, can_search: bool = True, can_accept: bool = True,
+                         relevant: bool | None = None) -> ReviewOutcome:
     """Derive the action from the judgments and make it complete.
 
     - not relevant: reject (whatever `sufficient` says);
@@ -128,7 +133,9 @@ def enforce_review_rules(prediction, fallback_query: str, can_search: bool = Tru
     - sufficient: accept with the analysis. Without an analysis it is a search while the
       path can still grow (an answer may come with the next paragraph); where it cannot
       (`can_search=False`: the tree's last level, the chain's last turn) the sufficient
-      path is accepted with its paragraphs alone rather than dropped.
+      path is accepted with its paragraphs alone rather than dropped;
+    - `can_accept=False` (the path is shorter than the question's hops): a sufficient verdict
+      is not trusted and the path is searched on, while it can be.
 
     Every outcome but accept carries a non-empty `next_query` (a rejected path is still
     expanded when relevance pruning is off); an accept carries no query.
@@ -137,10 +144,13 @@ def enforce_review_rules(prediction, fallback_query: str, can_search: bool = Tru
         prediction: the parsed review (any object with the review's output attributes).
         fallback_query: the query to search with when the model wrote none; must not be empty.
         can_search: whether a search could still expand this path.
+        can_accept: whether the path is long enough to be accepted.
+        relevant: the relevance decision when a judge other than the written verdict made it.
     """
     if not fallback_query.strip():
         raise ValueError("fallback_query must not be empty")
-    relevant = _flag(getattr(prediction, "relevant", False))
+    if relevant is None:
+        relevant = _flag(getattr(prediction, "relevant", False))
     sufficient = _flag(getattr(prediction, "sufficient", False))
     said = str(getattr(prediction, "action", "") or "").strip().lower()
     next_query = clean_text(getattr(prediction, "next_query", ""))
@@ -149,7 +159,7 @@ def enforce_review_rules(prediction, fallback_query: str, can_search: bool = Tru
 
     if not relevant:
         action = "reject"
-    elif sufficient and (analysis or not can_search):
+    elif sufficient and (can_accept or not can_search) and (analysis or not can_search):
         action = "accept"
     else:
         action = "search"
