@@ -108,7 +108,9 @@ def test_save_compiled_refuses_other_formats(tmp_path):
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
 def test_every_optimizer_runs_on_a_tiny_setting(scripted, tmp_path, optimizer):
     out = tmp_path / optimizer
-    run_optimize(_spec(optimizer=optimizer, train=2, candidates=2, trials=1, metric_calls=4, max_demos=1), out)
+    program = {"program": "rta", "retriever": "bm25"} if optimizer == "settings" else {}  # direct has none to tune
+    run_optimize(_spec(optimizer=optimizer, train=2, candidates=2, trials=1, metric_calls=4, max_demos=1, **program),
+                 out)
     recipe, _ = read_recipe(out / "compiled.json")
     assert recipe["compile"]["optimizer"] == optimizer
     assert json.loads((out / "report.json").read_text())["compiled"]["n"] == 2

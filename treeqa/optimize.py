@@ -32,7 +32,7 @@ from treeqa.runs import (
 )
 from treeqa.stats import compare_records
 
-OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated", "judge")
+OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated", "judge", "settings")
 
 
 # --- metrics the teleprompters optimise -------------------------------------------------
@@ -89,6 +89,7 @@ def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[
         "gepa": settings["metric_calls"],
         "annotated": 0,  # demos from the annotations: no program run, no LM call
         "judge": 0,
+        "settings": n_train * (settings["candidates"] + 1),  # the program's own settings and the candidates
     }[optimizer]
     if optimizer == "judge":  # one review per annotated paragraph: 2 gold and 2 distractors a question
         from treeqa.judge import DISTRACTORS_PER_QUESTION
@@ -130,6 +131,13 @@ class OptimizeSpec(BaseModel):
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         check_spec_names(self.program, self.dataset, None, self.retriever, self.preset)
         validate_params(self.program, self.params)
+        if self.optimizer == "settings":
+            from treeqa.programs import PROGRAMS
+
+            if not PROGRAMS[self.program].settings_space():
+                searchable = [name for name, cls in PROGRAMS.items() if cls.settings_space()]
+                raise ValueError(f"--optimizer settings: {self.program} has no settings to search "
+                                 f"(programs with some: {', '.join(searchable)})")
         return self
 
     def eval_spec(self) -> EvalSpec:
@@ -187,6 +195,11 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
         from treeqa.judge import RelevanceJudge
 
         return RelevanceJudge(k=spec.annotated_demos, seed=spec.seed), {}
+    if spec.optimizer == "settings":
+        from treeqa.settings_search import SettingsSearch
+
+        return SettingsSearch(em_metric, candidates=t["candidates"], seed=spec.seed, demos=spec.annotated_demos,
+                              threads=spec.threads), {}
     if spec.optimizer == "gepa":
         return (GEPA(metric=em_feedback_metric, max_metric_calls=t["metric_calls"], reflection_lm=proposer,
                      num_threads=spec.threads, seed=spec.seed, track_stats=False),
@@ -292,9 +305,10 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
                         "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
                         "instructions_changed": changed_instructions(program, compiled)}
-        if getattr(compiled, "judge_fit", None):
-            compile_info["judge_fit"] = compiled.judge_fit
-            echo(f"      relevance judge: {compiled.judge_fit}")
+        for found in ("judge_fit", "settings_search"):
+            if getattr(compiled, found, None):
+                compile_info[found] = getattr(compiled, found)
+                echo(f"      {found.replace('_', ' ')}: {compile_info[found]}")
         save_compiled(compiled, compiled_path, name=spec.program, dataset=spec.dataset, retriever=spec.retriever,
                       preset=spec.preset, params=spec.params,
                       extra={"compile": compile_info, **({"corpus": spec.corpus} if spec.corpus else {})})
@@ -321,7 +335,9 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         f"Compiled on {len(trainset)} {train_split} questions in {compile_info.get('seconds', '?')} s "
         f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}; "
         f"instructions rewritten: {compile_info.get('instructions_changed', [])}"
-        f"{'; relevance judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}.\n"
+        f"{'; relevance judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}"
+        f"{'; settings search: ' + str(compile_info['settings_search']) if compile_info.get('settings_search') else ''}"
+        ".\n"
         f"Versions: {report['versions']}\n")
     echo(table)
     echo(paired_table)

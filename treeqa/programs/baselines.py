@@ -83,6 +83,10 @@ class RetrieveThenAnswer(QAProgram):
     retrieves = True
 
     @classmethod
+    def settings_space(cls) -> dict[str, tuple]:
+        return {"k": (3, 5, 10)}
+
+    @classmethod
     def call_bound(cls, settings) -> int:
         return 1
 

@@ -164,6 +164,10 @@ class BeamSearchQA(QAProgram):
         return settings["evidence"] == "retrieval"
 
     @classmethod
+    def settings_space(cls) -> dict[str, tuple]:
+        return {"threshold": (0.8, 0.9, 1.0), "beam_size": (2, 3), "passages": (2, 3)}
+
+    @classmethod
     def call_bound(cls, settings) -> int:
         """Seeds (answer + score, and evidence + answer + score with evidence), then per depth
         up to B states each asking once and filling K new states (evidence + answer + score)."""

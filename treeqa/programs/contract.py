@@ -82,6 +82,12 @@ class QAProgram(dspy.Module):
         retries of an unparseable reply not counted."""
         raise NotImplementedError(f"{cls.__name__} does not declare its call bound")
 
+    @classmethod
+    def settings_space(cls) -> dict[str, tuple]:
+        """Settings worth trying when compiling (`--optimizer settings`), each with its values;
+        empty for a program with nothing to tune."""
+        return {}
+
     @property
     def settings(self) -> dict[str, Any]:
         """The settings this instance runs with (every one, defaults included)."""

@@ -379,6 +379,10 @@ class TreeOfReviews(_ReviewProgram):
     concurrent = True
 
     @classmethod
+    def settings_space(cls) -> dict[str, tuple]:
+        return {"hops": (1, 2), "expansion": ("mpc", "cot"), "max_evidence": (None, 2)}
+
+    @classmethod
     def call_bound(cls, settings) -> int:
         """One review per node of the full tree, one MPC completion per node that can expand,
         one fusion call."""
@@ -506,6 +510,10 @@ class ChainOfReviews(_ReviewProgram):
         max_turns: the most retrieve-and-review turns.
         expansion, fusion, relevance_threshold, max_*_chars, embed_fn: as for `TreeOfReviews`.
     """
+
+    @classmethod
+    def settings_space(cls) -> dict[str, tuple]:
+        return {"expansion": ("cot", "mpc"), "max_turns": (2, 3), "k": (3, 5)}
 
     @classmethod
     def call_bound(cls, settings) -> int:

@@ -1,0 +1,76 @@
+"""Compiling settings: a seeded search on train that keeps what scores best, saved and reloaded."""
+
+import dspy
+import pytest
+
+from tests.fakes import scripted_lm
+from tests.review_fakes import answering, no_real_encoder, review, review_kind, tree_retriever  # noqa: F401
+from treeqa.compiled import load_program, save_compiled
+from treeqa.optimize import em_metric
+from treeqa.programs import build_program
+from treeqa.settings_search import SettingsSearch, candidate_settings
+
+TRAIN = [dspy.Example(id=f"t{i}", question=f"Two-hop question {i}?", answers=["right"]).with_inputs("question")
+         for i in range(3)]
+
+
+def test_candidates_start_with_the_programs_own_and_are_distinct_and_seeded():
+    space = {"a": (1, 2), "b": ("x", "y")}
+    own = {"a": 1, "b": "x", "c": 0}
+    cands = candidate_settings(space, own, candidates=2, seed=0)
+    assert cands[0] == own and len(cands) == 3
+    assert all(c["c"] == 0 for c in cands) and len({tuple(sorted(c.items())) for c in cands}) == 3
+    assert cands == candidate_settings(space, own, candidates=2, seed=0)
+    assert len(candidate_settings(space, own, candidates=10)) == 4  # the whole grid, own once
+
+
+def _two_paragraph_answers(call):
+    """Right only when the evidence holds two-paragraph paths (what hops=2 gives)."""
+    if call.kind == "fuse":
+        first = (call.inputs.get("evidence") or [""])[0]
+        return {"answer": "right" if first.count("Facts about") >= 2 else "wrong"}
+    reasoning = "It says so." if "`reasoning`" in call.messages[0]["content"] else None  # the CoT review
+    return answering(lambda c: review("accept", analysis="It is right.", reasoning=reasoning))(call)
+
+
+def test_the_search_finds_the_settings_that_score_and_they_survive_a_compiled_file(tmp_path):
+    program = build_program("tor", tree_retriever(), widths=[2, 2])
+    lm, _ = scripted_lm(_two_paragraph_answers, classify=review_kind, whole_call=True)
+    with dspy.context(lm=lm):
+        compiled = SettingsSearch(em_metric, candidates=7, seed=0).compile(program, trainset=TRAIN)
+    report = compiled.settings_search
+    assert len(report["tried"]) == 8 and report["tried"][0] == {"settings": {}, "score": 0.0}
+    assert compiled.hops == 2 and report["chosen"]["hops"] == 2 and report["train_score"] == 100.0
+    assert all(t["score"] == (100.0 if t["settings"].get("hops") == 2 else 0.0) for t in report["tried"])
+    assert report["annotated_demos"] is False  # plain examples: no annotations to build demos from
+    path = save_compiled(compiled, tmp_path / "c.json", name="tor", dataset="hotpotqa", retriever="dense")
+    assert load_program(path, retriever=tree_retriever()).hops == 2
+
+
+def test_refused_combinations_are_recorded_not_fatal():
+    program = build_program("tor", tree_retriever(), widths=[2], expansion="direct")  # depth 1: hops=2 refused
+    lm, _ = scripted_lm(_two_paragraph_answers, classify=review_kind, whole_call=True)
+    with dspy.context(lm=lm):
+        compiled = SettingsSearch(em_metric, candidates=7).compile(program, trainset=TRAIN)
+    errors = [t for t in compiled.settings_search["tried"] if "error" in t]
+    assert errors and all("hops" in t["error"] for t in errors)
+    assert compiled.hops == 1
+
+
+def test_a_program_without_settings_to_search_is_a_clear_error():
+    with pytest.raises(ValueError, match="no settings to search"):
+        SettingsSearch(em_metric).compile(build_program("direct"), trainset=TRAIN)
+
+
+def test_plan_counts_every_candidate_on_every_train_question():
+    from treeqa.optimize import OptimizeSpec, plan
+
+    spec = OptimizeSpec(program="rta", optimizer="settings", train=5, dev=2, candidates=2)
+    assert plan(spec)["compile_max"] == 5 * 3 * 1
+
+
+def test_optimize_refuses_a_settings_search_on_a_program_without_settings_before_any_run():
+    from treeqa.optimize import OptimizeSpec
+
+    with pytest.raises(ValueError, match="direct has no settings to search"):
+        OptimizeSpec(program="direct", optimizer="settings")
