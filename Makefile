@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	# the local CPU build of torch first, so nothing pulls CUDA wheels
 	$(BIN)/pip install -q torch==2.13.0
 	# llama-cpp-python compiles from source here (about 5 minutes on 2 cores)
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/pip install -q -e ".[model,dev]"
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/pip install -q -e ".[model,dev,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)

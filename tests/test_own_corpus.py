@@ -172,3 +172,72 @@ def test_evaluate_with_your_corpus(fixture_data, tmp_path, monkeypatch):
     result = run_evaluation(mine, tmp_path / "R")
     assert result["data"]["corpus"] == "your corpus 'mine'"
     assert result["records"][0]["recall@15"] == 0.0  # the gold paragraphs are not in your corpus
+
+
+# --- Ray: the embedding as a Ray Data job, into the same on-disk format ------------------------
+
+def test_ray_window_resume_and_errors_without_a_cluster(tmp_path, monkeypatch):
+    """The Ray path's bookkeeping with a stand-in for Ray Data: rows come back out of order,
+    progress is saved per window, and a short reply is an error, not a silent hole."""
+    from treeqa.retrievers import ray_embed
+
+    class Dataset:
+        def __init__(self, items):
+            self.items = items
+
+        def map_batches(self, fn, **kw):
+            assert kw["batch_size"] == 4 and kw["concurrency"] == 1 and kw["num_gpus"] == 0
+            return self
+
+        def iter_batches(self, **kw):
+            for part in (self.items[4:], self.items[:4]):  # out of order, as workers finish
+                rows = np.array([it["row"] for it in part])
+                yield {"row": rows, "vector": hashing_embed([it["text"] for it in part])}
+
+    class FakeRay:
+        data = type("data", (), {"from_items": staticmethod(Dataset)})
+
+        @staticmethod
+        def cluster_resources():
+            return {"CPU": 2.0}
+
+    monkeypatch.setattr(ray_embed, "connect", lambda address: FakeRay)
+    monkeypatch.setattr(ray_embed, "WINDOW_BATCHES", 2)  # windows of 8 passages
+    docs = [{"id": f"d{i}", "contents": f"passage {i} on subject {i % 11}"} for i in range(20)]
+    path = _write(tmp_path / "c.jsonl", docs)
+    saved = []
+    real_save = streaming._save_progress
+    monkeypatch.setattr(streaming, "_save_progress",
+                        lambda folder, p: saved.append(p["embedded"]) or real_save(folder, p))
+    built = DenseRetriever.for_file(path, tmp_path / "idx", "r", batch_size=4, ray_address="local")
+    assert saved[1:] == [8, 16, 20]  # after writing the passages, then each window
+    local = DenseRetriever.for_file(path, tmp_path / "local", "r", batch_size=4, embed_fn=hashing_embed)
+    assert np.allclose(built.index.reconstruct_n(0, 20), local.index.reconstruct_n(0, 20))
+
+    class Short(Dataset):
+        def iter_batches(self, **kw):
+            yield from list(super().iter_batches())[:1]
+
+    FakeRay.data = type("data", (), {"from_items": staticmethod(Short)})
+    with pytest.raises(RuntimeError, match="returned 4 vectors for 8 passages"):
+        DenseRetriever.for_file(path, tmp_path / "idx2", "r", batch_size=4, ray_address="local")
+
+
+@pytest.mark.integration
+def test_ray_builds_the_same_index_as_one_machine(tmp_path):
+    """A local Ray instance embeds a small corpus with the real encoder: the same vectors and
+    the same search results as the build on this machine."""
+    pytest.importorskip("ray")
+    import ray
+
+    docs = [{"id": f"d{i}", "title": f"Topic {i}", "text": f"Paragraph {i} is about subject {i % 9} and place {i % 4}."}
+            for i in range(40)]
+    path = _write(tmp_path / "c.jsonl", docs)
+    try:
+        on_ray = DenseRetriever.for_file(path, tmp_path / "ray", "r", batch_size=8, ray_address="local")
+    finally:
+        ray.shutdown()
+    here = DenseRetriever.for_file(path, tmp_path / "here", "r", batch_size=8)
+    assert np.allclose(on_ray.index.reconstruct_n(0, 40), here.index.reconstruct_n(0, 40), atol=1e-5)
+    query = "subject 3 and place 1"
+    assert [p.id for p in on_ray.search(query, 5)] == [p.id for p in here.search(query, 5)]

@@ -70,6 +70,9 @@ def index_build(
     index: Annotated[str, typer.Option(help="auto (by size) or a faiss factory string: Flat, IVF1024,Flat, "
                                             "IVF4096,PQ48, HNSW32.")] = "auto",
     batch_size: Annotated[int, typer.Option(help="Passages embedded per batch (and per checkpoint).")] = 256,
+    ray: Annotated[str | None, typer.Option(help="With --corpus FILE: embed as a Ray Data job on the cluster at "
+                                                 "this address ('local' starts one here; needs the ray extra).")]
+    = None,
 ) -> None:
     """Build (or find up to date) a retrieval index: a dataset's pooled corpus, or your own JSONL corpus.
 
@@ -84,12 +87,14 @@ def index_build(
         if corpus is not None:
             if not name:
                 _fail("--corpus FILE needs --name NAME (what --corpus NAME will use)")
-            built = build_corpus_index(corpus, name, chunk_words or None, index, batch_size)
+            built = build_corpus_index(corpus, name, chunk_words or None, index, batch_size, ray_address=ray)
             what = f"corpus {name!r} ({built.index.__class__.__name__})"
         else:
+            if ray is not None:
+                _fail("--ray is for your own corpus (--corpus FILE --name NAME)")
             built = get_retriever(dataset, retriever, with_wikipedia=with_wikipedia, build=True)
             what = f"{retriever} index of {dataset}"
-    except (DataError, ValueError) as exc:
+    except (DataError, ValueError, RuntimeError) as exc:
         _fail(exc)
     seconds = time.perf_counter() - started
     typer.echo(f"{what}: {len(built.passages):,} passages, ready in {seconds:.1f}s "

@@ -33,11 +33,15 @@ def _registry(name: str) -> Path:
 
 
 def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 100, index_type: str = "auto",
-                       batch_size: int = 256, embed_fn=None) -> DenseRetriever:
-    """Index a JSONL corpus file under `name` (dense, streamed, resumable) and register it."""
+                       batch_size: int = 256, embed_fn=None, ray_address: str | None = None) -> DenseRetriever:
+    """Index a JSONL corpus file under `name` (dense, streamed, resumable) and register it;
+    with `ray_address` the embedding runs as a Ray Data job on that cluster."""
     path = Path(path).resolve()
+    if ray_address is not None and embed_fn is not None:
+        raise ValueError("a Ray build embeds with the default encoder; embed_fn cannot be sent along")
     retriever = DenseRetriever.for_file(path, get_settings().index_dir, check_corpus_name(name), chunk_words,
-                                        index_type, batch_size, build=True, embed_fn=embed_fn)
+                                        index_type, batch_size, build=True, embed_fn=embed_fn,
+                                        ray_address=ray_address)
     entry = {"name": name, "file": str(path), "chunk_words": chunk_words, "index_type": index_type,
              "batch_size": batch_size}
     registry = _registry(name)

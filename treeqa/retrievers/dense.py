@@ -131,7 +131,7 @@ class DenseRetriever(Retriever):
     @classmethod
     def for_file(cls, path: str | Path, index_root: Path, name: str, chunk_words: int | None = 100,
                  index_type: str = "auto", batch_size: int = 256, build: bool = True,
-                 embed_fn=None) -> DenseRetriever:
+                 embed_fn=None, ray_address: str | None = None) -> DenseRetriever:
         """The index of a JSONL corpus file (see `treeqa.data.jsonl_corpus`), built as a stream
         that resumes after a kill (`treeqa.retrievers.streaming`) when missing or corrupt."""
         from treeqa.data.jsonl_corpus import file_fingerprint, read_jsonl_corpus
@@ -144,7 +144,7 @@ class DenseRetriever(Retriever):
             meta = {"name": name, "source": str(Path(path).resolve()), "chunk_words": chunk_words,
                     "model": model_name()}
             streaming.build(read_jsonl_corpus(path, chunk_words), folder, meta, embed_fn or embed,
-                            index_type=index_type, batch_size=batch_size)
+                            index_type=index_type, batch_size=batch_size, ray_address=ray_address)
             return cls.load(folder)
 
         return store.load_or_build(folder, cls.load, build_and_save if build else None,

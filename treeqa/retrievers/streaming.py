@@ -96,7 +96,7 @@ def _build_index(staging: Path, n: int, index_type: str, seed: int = 0):
 
 
 def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: EmbedFn, *, index_type: str = "auto",
-          batch_size: int = 256, progress: bool = True) -> Path:
+          batch_size: int = 256, progress: bool = True, ray_address: str | None = None) -> Path:
     """Build (or resume building) the dense index of `passages` into `folder` (see the module doc).
 
     Args:
@@ -106,6 +106,8 @@ def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: Embed
         embed_fn: texts -> L2-normalised vectors of dimension 384.
         index_type: "auto" (`choose_index`) or a faiss factory string ("Flat", "IVF1024,PQ48", "HNSW32").
         batch_size: passages embedded per batch (and so between two saved checkpoints).
+        ray_address: embed as a Ray Data job on this cluster instead ("local": a local Ray
+            instance; see `treeqa.retrievers.ray_embed`); the encoder is then the default one.
     """
     from treeqa.retrievers.dense import INDEX_FILE
 
@@ -123,7 +125,12 @@ def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: Embed
         state = {"passages": n, "embedded": 0}
         _save_progress(staging, state)
     n = state["passages"]
-    if state["embedded"] < n:
+    if state["embedded"] < n and ray_address is not None:
+        from treeqa.retrievers import ray_embed
+
+        ray_embed.embed(staging, n, state["embedded"], ray_address, batch_size, progress, _save_progress,
+                        VECTORS_FILE, DIM)
+    elif state["embedded"] < n:
         _embed_all(staging, n, state["embedded"], embed_fn, batch_size, progress)
     chosen = choose_index(n) if index_type == "auto" else index_type
     import faiss
