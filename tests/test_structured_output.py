@@ -85,9 +85,31 @@ def test_schema_grammar_and_budget_reach_llama(signature, inputs, valid, invalid
 
 def test_adapter_choice():
     local = dspy.LM("local/capture", engine=CapturingEngine({"answer": "x"}), cache=False)
-    assert isinstance(adapter_for(local), dspy.JSONAdapter)
+    assert type(adapter_for(local)) is dspy.JSONAdapter
     remote = get_lm("openai/gpt-4o-mini")
     assert type(adapter_for(remote)) is dspy.ChatAdapter
+
+
+def test_lean_prompts_leave_out_the_format_reminder_the_grammar_makes_redundant(settings_env):
+    from treeqa.lm import SchemaJSONAdapter
+    from treeqa.signatures.review import ParagraphReview
+
+    settings_env(lean_prompts=True)
+    local = dspy.LM("local/capture", engine=CapturingEngine({"answer": "x"}), cache=False)
+    adapter = adapter_for(local)
+    assert isinstance(adapter, SchemaJSONAdapter)
+    inputs = {"question": "Q?", "paragraphs": ["A: x"]}
+    lean = adapter.format(ParagraphReview, demos=[], inputs=inputs)
+    full = dspy.JSONAdapter().format(ParagraphReview, demos=[], inputs=inputs)
+    assert lean[0] == full[0]  # the system prompt (a cached prefix) is the same
+    assert "Respond with a JSON object" in full[-1]["content"] and "Respond with" not in lean[-1]["content"]
+    assert lean[-1]["content"].endswith('["A: x"]')  # the prompt ends where the inputs do
+
+    class OpenMapping(dspy.Signature):
+        question: str = dspy.InputField()
+        table: dict[str, int] = dspy.OutputField()
+
+    assert "Respond with" in adapter.format(OpenMapping, demos=[], inputs={"question": "q"})[-1]["content"]
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     ef_search: int = Field(default=64, ge=1, description="HNSW candidates a dense query keeps (approximate indexes).")
     lm_timeout: float = Field(default=120.0, gt=0,
                               description="Seconds an endpoint may take for one call before it counts as failed.")
+    lean_prompts: bool = Field(default=False,
+                               description="Under the embedded engine's grammar, leave out DSPy's output-format "
+                                           "reminder after the inputs (experimental: not yet measured for answers).")
 
     @property
     def dspy_cache_dir(self) -> Path:
