@@ -190,3 +190,21 @@ def test_gepa_with_one_train_question_fails_before_any_lm_call(scripted, tmp_pat
     with pytest.raises(ValueError, match="at least 2"):
         run_optimize(_spec(optimizer="gepa", train=1), tmp_path / "g")
     assert scripted._engine_spec.calls == []
+
+
+def test_the_zero_shot_side_can_start_from_a_reference_run(scripted, tmp_path):
+    from treeqa.runs import run_evaluation
+
+    spec = _spec()
+    reference = tmp_path / "reference"
+    run_evaluation(spec.eval_spec(), reference)  # e.g. `treeqa evaluate` into benchmarks/runs/...
+    before = (reference / "predictions.jsonl").read_text()
+    calls = len(scripted._engine_spec.calls)
+    report = run_optimize(_spec(zero_shot_from=str(reference)), tmp_path / "O")["report"]
+    # the one train question bootstrapped and the two dev questions compiled; no zero-shot call
+    assert len(scripted._engine_spec.calls) - calls == 1 + 2
+    assert report["zero_shot"]["n"] == 2 and (reference / "predictions.jsonl").read_text() == before
+    other = tmp_path / "other"
+    run_evaluation(_spec(dev=1).eval_spec(), other)
+    with pytest.raises(ValueError, match="holds a run of another spec"):
+        run_optimize(_spec(zero_shot_from=str(other)), tmp_path / "O2")

@@ -376,6 +376,9 @@ def optimize_cmd(
     plan: Annotated[bool, typer.Option("--plan", help="Print the LM-call budget and exit.")] = False,
     cache: Annotated[bool, typer.Option(help="Let the two evaluations use DSPy's response cache "
                                              "(--no-cache: their costs are real).")] = True,
+    zero_shot_from: Annotated[str | None, typer.Option(help="A run folder of the same zero-shot spec (e.g. a "
+                                                            "reference run) whose records the zero-shot side "
+                                                            "starts from.")] = None,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.compiled import CompiledProgramError
@@ -388,7 +391,7 @@ def optimize_cmd(
                             threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
-                            cache=cache)
+                            cache=cache, zero_shot_from=zero_shot_from)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
     except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:
         _fail(exc)

@@ -23,6 +23,7 @@ from treeqa.programs import validate_params
 from treeqa.runs import (
     RUNS_DIR,
     EvalSpec,
+    adopt_run,
     check_spec_names,
     comparison_table,
     data_line,
@@ -123,6 +124,7 @@ class OptimizeSpec(BaseModel):
     metric_calls: int = Field(40, ge=1)
     annotated_demos: int = Field(3, ge=1)  # demos per predictor for --optimizer annotated (the papers' 3)
     cache: bool = True  # DSPy's response cache for the two evaluations (compiling always uses it)
+    zero_shot_from: str | None = None  # a finished run of the same zero-shot spec to start from
 
     @model_validator(mode="after")
     def _known_names(self) -> OptimizeSpec:
@@ -150,7 +152,7 @@ class OptimizeSpec(BaseModel):
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
         key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(
-            exclude={"threads", "api_base", "cache"})}).key()
+            exclude={"threads", "api_base", "cache", "zero_shot_from"})}).key()
         return RUNS_DIR / "optimize" / f"{self.dataset}-{label}-{self.optimizer}-{key}"
 
     def tuning(self) -> dict[str, int]:
@@ -269,7 +271,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
-        decisive = {"threads", "api_base", "cache"}
+        decisive = {"threads", "api_base", "cache", "zero_shot_from"}
         try:
             earlier = OptimizeSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
         except ValueError as exc:
@@ -281,8 +283,12 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     spec_file.write_text(spec.model_dump_json(indent=2))
     eval_spec = spec.eval_spec()
 
+    zero_dir = out_dir / "zero-shot"
+    if spec.zero_shot_from and not (zero_dir / "predictions.jsonl").is_file():
+        adopt_run(Path(spec.zero_shot_from), zero_dir, eval_spec)
+        echo(f"      zero-shot records taken from {spec.zero_shot_from}")
     echo(f"[1/3] zero-shot {spec.program} on {spec.dev} {spec.dataset} {dev_split} questions")
-    zero = run_evaluation(eval_spec, out_dir / "zero-shot", program=program)
+    zero = run_evaluation(eval_spec, zero_dir, program=program)
 
     compiled_path = out_dir / "compiled.json"
     lm = get_lm(spec.lm, api_base=spec.api_base)

@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import shlex
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -159,6 +160,23 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(spec.model_dump_json(indent=2))
+
+
+def adopt_run(source: Path, out_dir: Path, spec: EvalSpec) -> None:
+    """Start `out_dir` from a finished (or partial) run of the same spec in `source`, so its
+    questions are not asked again (optimize's zero-shot side reusing a reference run). The
+    source is only read; a run of another spec is refused, naming both."""
+    spec_file = source / "spec.json"
+    if not spec_file.is_file():
+        raise ValueError(f"{source} is not a run folder (no spec.json)")
+    earlier = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+    if earlier.key() != spec.key():
+        raise ValueError(f"{source} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
+                         f"  needed: {describe_spec(spec)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("spec.json", "predictions.jsonl"):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, out_dir / name)
 
 
 def describe_spec(spec: EvalSpec) -> str:
