@@ -27,6 +27,11 @@ def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
     return spec, (figures | {"n": len(records)} if figures is not None else None)
 
 
+def _pct(value) -> str:
+    """A share as "12.5%", or "–" where nothing was there to count (no full path was reviewed)."""
+    return "–" if value is None else f"{value}%"
+
+
 def markdown(rows: list[tuple[dict, dict]]) -> str:
     lines = ["| run | n | reviews | accept / search / reject | accept precision | accepted on full paths | "
              "search on partial paths | reject on distractors | questions with an expansion | deepest node |",
@@ -38,14 +43,14 @@ def markdown(rows: list[tuple[dict, dict]]) -> str:
         if "score_calibration" in f:
             cal = f["score_calibration"]
             beams.append(f"| {label} | {f['n']} | {f['stop_reasons']} | {f['last_beam_depth_histogram']} | "
-                         f"{f['top_two_tied']}% | {cal['states']} | {cal['brier']} | {cal['ece']} | "
+                         f"{_pct(f['top_two_tied'])} | {cal['states']} | {cal['brier']} | {cal['ece']} | "
                          f"{cal.get('mean_confidence')} | {cal.get('accuracy')} |")
         else:
             a = f["actions"]
             lines.append(f"| {label} | {f['n']} | {f['reviews']} | {a['accept']} / {a['search']} / {a['reject']} | "
-                         f"{f['accept_precision']}% | {f['accept_rate_on_full_paths']}% | "
-                         f"{f['search_rate_on_partial_paths']}% | {f['reject_rate_on_distractors']}% | "
-                         f"{f['questions_with_expansion']}% | {f['depth_histogram']} |")
+                         f"{_pct(f['accept_precision'])} | {_pct(f['accept_rate_on_full_paths'])} | "
+                         f"{_pct(f['search_rate_on_partial_paths'])} | {_pct(f['reject_rate_on_distractors'])} | "
+                         f"{_pct(f['questions_with_expansion'])} | {f['depth_histogram']} |")
     return "\n".join(lines) + "\n\n" + "\n".join(beams) + "\n"
 
 
