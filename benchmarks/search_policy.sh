@@ -4,15 +4,18 @@
 #   tor-hops2      zero-shot ToR that accepts only two-paragraph paths
 #   tor-judge      the same, compiled with --optimizer judge (annotated demos + a relevance
 #                  threshold fitted on 20 train questions); its zero-shot side is tor-hops2
+#   tor-path-judge --optimizer path-judge: annotated demos and a judge fitted on all 100 train
+#                  questions' annotated paths decide relevance and sufficiency (no LM verdict);
+#                  its zero-shot side is the reference tor run
 #   tor-settings   --optimizer settings (hops, expansion, max_evidence searched on train);
 #                  its zero-shot side is the reference tor run
-#   bash benchmarks/search_policy.sh [step ...]     (default: all three, in this order)
+#   bash benchmarks/search_policy.sh [step ...]     (default: all four, in this order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-benchmarks/runs/hotpotqa-dev100}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tor-hops2 tor-judge tor-settings)
+[ ${#steps[@]} -gt 0 ] || steps=(tor-path-judge tor-hops2 tor-judge tor-settings)
 for step in "${steps[@]}"; do
     case "$step" in
         tor-hops2)
@@ -21,6 +24,9 @@ for step in "${steps[@]}"; do
         tor-judge)
             "$BIN/treeqa" optimize --program tor --param hops=2 --dataset hotpotqa --optimizer judge \
                 --train 20 --dev 100 --no-cache --zero-shot-from "$OUT/tor-hops2" --out "$OUT/tor-judge" ;;
+        tor-path-judge)
+            "$BIN/treeqa" optimize --program tor --dataset hotpotqa --optimizer path-judge \
+                --train 100 --dev 100 --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-path-judge" ;;
         tor-settings)
             "$BIN/treeqa" optimize --program tor --dataset hotpotqa --optimizer settings --candidates 3 \
                 --train 20 --dev 100 --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-settings" ;;

@@ -33,7 +33,8 @@ from treeqa.runs import (
 )
 from treeqa.stats import compare_records
 
-OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated", "judge", "settings")
+OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated", "judge", "path-judge",
+              "settings")
 
 
 # --- metrics the teleprompters optimise -------------------------------------------------
@@ -90,6 +91,7 @@ def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[
         "gepa": settings["metric_calls"],
         "annotated": 0,  # demos from the annotations: no program run, no LM call
         "judge": 0,
+        "path-judge": 0,  # the annotations and the encoder: no LM call
         "settings": n_train * (settings["candidates"] + 1),  # the program's own settings and the candidates
     }[optimizer]
     if optimizer == "judge":  # one review per annotated paragraph: 2 gold and 2 distractors a question
@@ -140,6 +142,13 @@ class OptimizeSpec(BaseModel):
                 searchable = [name for name, cls in PROGRAMS.items() if cls.settings_space()]
                 raise ValueError(f"--optimizer settings: {self.program} has no settings to search "
                                  f"(programs with some: {', '.join(searchable)})")
+        if self.optimizer == "path-judge":
+            from treeqa.programs import PROGRAMS
+
+            if "path_judge" not in PROGRAMS[self.program].settings_model().model_fields:
+                judged = [name for name, cls in PROGRAMS.items() if "path_judge" in cls.settings_model().model_fields]
+                raise ValueError(f"--optimizer path-judge: {self.program} has no path judge "
+                                 f"(programs with one: {', '.join(judged)})")
         return self
 
     def eval_spec(self) -> EvalSpec:
@@ -197,6 +206,10 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
         from treeqa.judge import RelevanceJudge
 
         return RelevanceJudge(k=spec.annotated_demos, seed=spec.seed), {}
+    if spec.optimizer == "path-judge":
+        from treeqa.path_judge import PathJudgeFit
+
+        return PathJudgeFit(k=spec.annotated_demos, seed=spec.seed), {}
     if spec.optimizer == "settings":
         from treeqa.settings_search import SettingsSearch
 
@@ -253,7 +266,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
     fit_on, valset = gepa_split(trainset) if spec.optimizer == "gepa" else (trainset, None)
-    if spec.optimizer in ("annotated", "judge"):  # fail before any evaluation, not after the zero-shot one
+    if spec.optimizer in ("annotated", "judge", "path-judge"):  # fail before any evaluation, not after zero-shot
         from treeqa.annotated import usable
 
         if not any(usable(ex) for ex in trainset):
@@ -341,7 +354,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         f"Compiled on {len(trainset)} {train_split} questions in {compile_info.get('seconds', '?')} s "
         f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}; "
         f"instructions rewritten: {compile_info.get('instructions_changed', [])}"
-        f"{'; relevance judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}"
+        f"{'; judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}"
         f"{'; settings search: ' + str(compile_info['settings_search']) if compile_info.get('settings_search') else ''}"
         ".\n"
         f"Versions: {report['versions']}\n")

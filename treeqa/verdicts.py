@@ -81,6 +81,19 @@ def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return wins / (len(pos) * len(neg))
 
 
+def recall_threshold(scores: Sequence[float], labels: Sequence[bool], min_recall: float) -> float:
+    """The highest cut `score >= threshold` that still keeps `min_recall` of the true examples:
+    for a decision whose false negatives cost more than its false positives (rejecting a gold
+    paragraph loses its whole subtree; keeping a distractor costs a few calls)."""
+    if not 0.0 < min_recall <= 1.0:
+        raise ValueError(f"min_recall must be in (0, 1], got {min_recall}")
+    positives = sorted((s for s, y in zip(scores, labels, strict=True) if y), reverse=True)
+    if not positives:
+        raise ValueError("fitting a threshold needs true examples")
+    kept = math.ceil(min_recall * len(positives) - 1e-9)  # how many positives must pass
+    return float(positives[kept - 1])
+
+
 def fit_threshold(scores: Sequence[float], labels: Sequence[bool]) -> tuple[float, float]:
     """(threshold, balanced accuracy): the cut `score >= threshold` that best separates the
     labels, weighting both classes equally (relevant paragraphs are the rarer ones); the

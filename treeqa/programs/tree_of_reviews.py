@@ -25,6 +25,7 @@ import numpy as np
 from treeqa.data.corpus import Passage
 from treeqa.lm import is_embedded
 from treeqa.metrics import RECALL_K
+from treeqa.path_judge import PathJudge
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -135,6 +136,8 @@ class ReviewNode:
     corrected: bool | None = None  # the rules overrode the model's own action
     p_relevant: float | None = None  # the model's probability of its verdicts, where the LM gives it
     p_sufficient: float | None = None
+    judge_relevant: float | None = None  # a compiled path judge's probabilities, where one decided
+    judge_sufficient: float | None = None
     query: str = ""
     expanded: bool = False
     analysis: str = ""
@@ -149,11 +152,13 @@ class ReviewNode:
         self.corrected, self.analysis, self.reasoning = outcome.corrected, outcome.analysis, outcome.reasoning
         self.p_relevant = None if outcome.p_relevant is None else round(outcome.p_relevant, 4)
         self.p_sufficient = None if outcome.p_sufficient is None else round(outcome.p_sufficient, 4)
+        self.judge_relevant = None if outcome.judge_relevant is None else round(outcome.judge_relevant, 4)
+        self.judge_sufficient = None if outcome.judge_sufficient is None else round(outcome.judge_sufficient, 4)
 
     def to_dict(self) -> dict:
         """Plain JSON for the tree; keys that do not apply (never reviewed, not CoR) are left out."""
         out = asdict(self)
-        for key in ("corrected", "ids", "titles", "p_relevant", "p_sufficient"):
+        for key in ("corrected", "ids", "titles", "p_relevant", "p_sufficient", "judge_relevant", "judge_sufficient"):
             if out[key] is None:
                 del out[key]
         return out
@@ -173,7 +178,7 @@ class _Run:
     failures: list[dict] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("reviews", "review_failures", "completions", "completion_failures", "retrievals",
-         "pruned_repetitive", "corrected", "query_fallbacks", "judge_fallbacks"), 0))
+         "pruned_repetitive", "corrected", "query_fallbacks", "judge_fallbacks", "judge_only"), 0))
     done: bool = False
 
     def add_node(self, **values) -> ReviewNode:
@@ -213,6 +218,7 @@ class _ReviewProgram(QAProgram):
         if relevance_threshold is not None and not 0.0 <= relevance_threshold <= 1.0:
             raise ValueError(f"relevance_threshold must be between 0 and 1 (or None), got {relevance_threshold}")
         self.relevance_threshold = relevance_threshold
+        self.path_judge: dict | None = None  # ToR's setting; CoR's paths are longer than the judge is fitted on
         check_retriever(retriever, type(self).__name__, needed=True)
         if expansion not in EXPANSIONS:
             raise ValueError(f"unknown expansion {expansion!r}; choose one of {', '.join(EXPANSIONS)}")
@@ -252,6 +258,13 @@ class _ReviewProgram(QAProgram):
             return []
         return hits
 
+    def judge_embed_fn(self) -> EmbedFn:
+        """The encoder a path judge embeds the question and paragraphs with (the retriever's own)."""
+        return self.embed_fn or _default_embed
+
+    def _judge(self) -> PathJudge | None:
+        return None if self.path_judge is None else PathJudge.model_validate(self.path_judge)
+
     def _wants_probabilities(self) -> bool:
         """Ask for the verdicts' probabilities where they decide (a threshold is set) or come
         almost free (the embedded engine: about 0.6 ms a generated token); an endpoint that may
@@ -265,20 +278,40 @@ class _ReviewProgram(QAProgram):
         With `relevance_threshold`, relevance is the model's probability of `true` against the
         threshold, not its written verdict; where the reply has no probabilities the written
         verdict stands and the outcome says so (`p_relevant` None, counted as a judge fallback).
+        With a `path_judge`, the judge decides both verdicts and the model only writes what
+        the action needs: a path the judge rejects, and one it sends on to an MPC search (the
+        completion writes the query) or drops at the last level, cost no LM call; a path it
+        accepts gets the review for its analysis, and is accepted whether or not one comes.
         """
+        fallback_query = f"{question} {passages[-1].title}"
+        judge, relevant, sufficient, judged = self._judge(), None, None, (None, None)
+        if judge is not None:
+            try:
+                judged = judge.probabilities(question, passages, self.judge_embed_fn())
+            except Exception as exc:  # noqa: BLE001 - without the encoder the review's own verdicts decide
+                record_failure(failures, f"{where}:judge", exc)
+            else:
+                relevant = judged[0] >= judge.relevance.threshold
+                sufficient = judged[1] >= judge.sufficiency.threshold
+                decided = enforce_review_rules(None, fallback_query, can_search=can_search, can_accept=can_accept,
+                                               relevant=relevant, sufficient=sufficient, require_analysis=False)
+                if decided.action == "reject" or (decided.action == "search"
+                                                  and (self.expansion == "mpc" or not can_search)):
+                    return replace(decided, corrected=False, seen_ids=tuple(p.id for p in passages),
+                                   judge_relevant=judged[0], judge_sufficient=judged[1], judge_only=True)
         shown, paragraphs = select_for_review(passages, self.max_paragraph_chars, self.max_review_chars)
         extra = {"config": LOGPROBS} if self._wants_probabilities() else {}
         pred = safe_call(self.review, failures, where, question=question, paragraphs=paragraphs, **extra)
         if pred is None:
             return None
         p_relevant, p_sufficient = verdict_probability(pred, "relevant"), verdict_probability(pred, "sufficient")
-        relevant = None
         if self.relevance_threshold is not None and p_relevant is not None:
             relevant = p_relevant >= self.relevance_threshold
-        outcome = enforce_review_rules(pred, fallback_query=f"{question} {passages[-1].title}",
-                                       can_search=can_search, can_accept=can_accept, relevant=relevant)
+        outcome = enforce_review_rules(pred, fallback_query=fallback_query, can_search=can_search,
+                                       can_accept=can_accept, relevant=relevant, sufficient=sufficient,
+                                       require_analysis=judge is None or judged[0] is None)
         return replace(outcome, seen_ids=tuple(p.id for p in shown), p_relevant=p_relevant,
-                       p_sufficient=p_sufficient)
+                       p_sufficient=p_sufficient, judge_relevant=judged[0], judge_sufficient=judged[1])
 
     def _review(self, run: _Run, passages: Sequence[Passage], where: str, can_search: bool,
                 ready: tuple[list[dict], ReviewOutcome | None] | None = None,
@@ -295,6 +328,7 @@ class _ReviewProgram(QAProgram):
             run.stats["review_failures"] += 1
             return None
         run.stats["corrected"] += outcome.corrected
+        run.stats["judge_only"] += outcome.judge_only
         run.stats["judge_fallbacks"] += self.relevance_threshold is not None and outcome.p_relevant is None
         return outcome
 
@@ -363,8 +397,11 @@ class TreeOfReviews(_ReviewProgram):
             paper's rule; 2 for two-hop questions, where a small model calls one paragraph
             sufficient). At most `depth`.
         relevance_threshold: relevance is the model's probability of "relevant: true" against
-            this threshold (compiled on train annotations by `--optimizer annotated`), not its
+            this threshold (compiled on train annotations by `--optimizer judge`), not its
             written verdict; None trusts the verdict. Needs an LM that returns log-probabilities.
+        path_judge: a judge compiled from the training annotations (`--optimizer path-judge`,
+            `treeqa.path_judge`, plain numbers) that decides relevance and sufficiency instead
+            of the model's verdicts; a path it rejects costs no LM call.
         max_context_chars: the fusion reader's budget for evidence (the model has 4096 tokens;
             about 4 characters a token).
         max_paragraph_chars: each paragraph shown to the model is cut to this length.
@@ -401,7 +438,8 @@ class TreeOfReviews(_ReviewProgram):
                  depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",
                  relevance_pruning: bool = True, repetitive_pruning: bool = True,
                  max_evidence: int | None = None, hops: int = 1, relevance_threshold: float | None = None,
-                 max_context_chars: int = 6000, max_paragraph_chars: int = 800, max_review_chars: int = 4000,
+                 path_judge: dict | None = None, max_context_chars: int = 6000, max_paragraph_chars: int = 800,
+                 max_review_chars: int = 4000,
                  max_query_chars: int = 600, embed_fn: EmbedFn | None = None, threads: int = 1):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
                          max_review_chars, max_query_chars, embed_fn, relevance_threshold)
@@ -417,6 +455,14 @@ class TreeOfReviews(_ReviewProgram):
         if not 1 <= hops <= depth:
             raise ValueError(f"hops must be between 1 and depth={depth}, got {hops}")
         self.hops = hops
+        if path_judge is not None:
+            if relevance_threshold is not None:
+                raise ValueError("set relevance_threshold or path_judge, not both: each decides relevance")
+            try:
+                PathJudge.model_validate(path_judge)
+            except ValueError as exc:
+                raise ValueError(f"path_judge is not a usable judge: {exc}") from None
+        self.path_judge = path_judge
         self.widths = widths[:depth]
         self.depth = depth
         self.relevance_pruning = relevance_pruning

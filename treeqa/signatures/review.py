@@ -96,7 +96,9 @@ class ReviewOutcome:
     model follows the rules); `query_fallback` says the search query was made in code;
     `seen_ids` are the paragraphs the review was shown (the only ones its judgment covers);
     `p_relevant` / `p_sufficient` are the model's probabilities of its two verdicts (None
-    where the LM gave no log-probabilities).
+    where the LM gave no log-probabilities); `judge_relevant` / `judge_sufficient` are a
+    compiled path judge's (`treeqa.path_judge`), where one decided; `judge_only` says the
+    judge decided the path without an LM call.
     """
 
     relevant: bool
@@ -110,6 +112,9 @@ class ReviewOutcome:
     seen_ids: tuple[str, ...] = ()
     p_relevant: float | None = None
     p_sufficient: float | None = None
+    judge_relevant: float | None = None
+    judge_sufficient: float | None = None
+    judge_only: bool = False
 
 
 def clean_text(value) -> str:
@@ -125,7 +130,8 @@ def _flag(value) -> bool:
 
 
 def enforce_review_rules(prediction, fallback_query: str, can_search: bool = True, can_accept: bool = True,
-                         relevant: bool | None = None) -> ReviewOutcome:
+                         relevant: bool | None = None, sufficient: bool | None = None,
+                         require_analysis: bool = True) -> ReviewOutcome:
     """Derive the action from the judgments and make it complete.
 
     - not relevant: reject (whatever `sufficient` says);
@@ -146,12 +152,17 @@ def enforce_review_rules(prediction, fallback_query: str, can_search: bool = Tru
         can_search: whether a search could still expand this path.
         can_accept: whether the path is long enough to be accepted.
         relevant: the relevance decision when a judge other than the written verdict made it.
+        sufficient: the same for sufficiency.
+        require_analysis: False where a judge other than the model decided sufficiency: a
+            sufficient path is accepted with or without the model's analysis. `prediction`
+            may then be None (the judge alone decides; no query, no analysis).
     """
     if not fallback_query.strip():
         raise ValueError("fallback_query must not be empty")
     if relevant is None:
         relevant = _flag(getattr(prediction, "relevant", False))
-    sufficient = _flag(getattr(prediction, "sufficient", False))
+    if sufficient is None:
+        sufficient = _flag(getattr(prediction, "sufficient", False))
     said = str(getattr(prediction, "action", "") or "").strip().lower()
     next_query = clean_text(getattr(prediction, "next_query", ""))
     analysis = clean_text(getattr(prediction, "analysis", ""))
@@ -159,7 +170,7 @@ def enforce_review_rules(prediction, fallback_query: str, can_search: bool = Tru
 
     if not relevant:
         action = "reject"
-    elif sufficient and (can_accept or not can_search) and (analysis or not can_search):
+    elif sufficient and (can_accept or not can_search) and (analysis or not can_search or not require_analysis):
         action = "accept"
     else:
         action = "search"
