@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from treeqa.data import load_examples
-from treeqa.decisions import decisions
+from treeqa.decisions import decisions, percent
 from treeqa.evaluation import read_records
 
 
@@ -27,15 +27,15 @@ def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
     return spec, (figures | {"n": len(records)} if figures is not None else None)
 
 
-def _pct(value) -> str:
-    """A share as "12.5%", or "–" where nothing was there to count (no full path was reviewed)."""
-    return "–" if value is None else f"{value}%"
+def _auc(f: dict, verdict: str) -> str:
+    return f"{f.get(f'{verdict}_auc') or '–'} / {f.get(f'judge_{verdict}_auc') or '–'}"
 
 
 def markdown(rows: list[tuple[dict, dict]]) -> str:
     lines = ["| run | n | reviews | accept / search / reject | accept precision | accepted on full paths | "
-             "search on partial paths | reject on distractors | questions with an expansion | deepest node |",
-             "|---" * 10 + "|"]
+             "search on partial paths | reject on distractors | questions with an expansion | deepest node | "
+             "AUC relevant (model / judge) | AUC sufficient (model / judge) |",
+             "|---" * 12 + "|"]
     beams = ["| run | n | stop reasons | last beam depth | top two tied | states | Brier | ECE | "
              "mean confidence | state EM |", "|---" * 10 + "|"]
     for spec, f in rows:
@@ -43,14 +43,15 @@ def markdown(rows: list[tuple[dict, dict]]) -> str:
         if "score_calibration" in f:
             cal = f["score_calibration"]
             beams.append(f"| {label} | {f['n']} | {f['stop_reasons']} | {f['last_beam_depth_histogram']} | "
-                         f"{_pct(f['top_two_tied'])} | {cal['states']} | {cal['brier']} | {cal['ece']} | "
+                         f"{percent(f['top_two_tied'])} | {cal['states']} | {cal['brier']} | {cal['ece']} | "
                          f"{cal.get('mean_confidence')} | {cal.get('accuracy')} |")
         else:
             a = f["actions"]
             lines.append(f"| {label} | {f['n']} | {f['reviews']} | {a['accept']} / {a['search']} / {a['reject']} | "
-                         f"{_pct(f['accept_precision'])} | {_pct(f['accept_rate_on_full_paths'])} | "
-                         f"{_pct(f['search_rate_on_partial_paths'])} | {_pct(f['reject_rate_on_distractors'])} | "
-                         f"{_pct(f['questions_with_expansion'])} | {f['depth_histogram']} |")
+                         f"{percent(f['accept_precision'])} | {percent(f['accept_rate_on_full_paths'])} | "
+                         f"{percent(f['search_rate_on_partial_paths'])} | {percent(f['reject_rate_on_distractors'])} | "
+                         f"{percent(f['questions_with_expansion'])} | {f['depth_histogram']} | "
+                         f"{_auc(f, 'relevance')} | {_auc(f, 'sufficiency')} |")
     return "\n".join(lines) + "\n\n" + "\n".join(beams) + "\n"
 
 

@@ -66,8 +66,8 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
     counts: Counter = Counter()
     depths: Counter = Counter()
     expanded_questions = questions = 0
-    relevance: tuple[list[float], list[bool]] = ([], [])
-    sufficiency: tuple[list[float], list[bool]] = ([], [])
+    # (scores, labels) per verdict and source: the model's own probabilities, a path judge's
+    scored = {key: ([], []) for key in ("p_relevant", "p_sufficient", "judge_relevant", "judge_sufficient")}
     for record in records:
         tree, gold_ids = record.get("tree"), set(gold.get(record["id"]) or ())
         if not tree or not gold_ids:
@@ -88,17 +88,21 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
                 counts["partial"] += 1
                 counts[f"partial_{action}"] += 1
             own_is_gold = bool(held) if chain else path[-1] in gold_ids
-            if node.get("p_relevant") is not None:
-                relevance[0].append(node["p_relevant"])
-                relevance[1].append(own_is_gold)
-            if node.get("p_sufficient") is not None and held:
-                sufficiency[0].append(node["p_sufficient"])
-                sufficiency[1].append(held == gold_ids)
+            for source in ("p", "judge"):
+                if node.get(f"{source}_relevant") is not None:
+                    scored[f"{source}_relevant"][0].append(node[f"{source}_relevant"])
+                    scored[f"{source}_relevant"][1].append(own_is_gold)
+                if node.get(f"{source}_sufficient") is not None and held:
+                    scored[f"{source}_sufficient"][0].append(node[f"{source}_sufficient"])
+                    scored[f"{source}_sufficient"][1].append(held == gold_ids)
             if not own_is_gold:
                 counts["distractor"] += 1
                 counts[f"distractor_{action}"] += 1
         depths[deepest] += 1
         expanded_questions += any_expansion
+    judged = {} if not scored["judge_relevant"][0] else {
+        "judge_relevance_auc": _rounded(auc(*scored["judge_relevant"])),
+        "judge_sufficiency_auc": _rounded(auc(*scored["judge_sufficient"]))}
     return {
         "questions": questions,
         "reviews": counts["reviewed"],
@@ -110,8 +114,9 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
         "paths": {"full": counts["full"], "partial": counts["partial"], "distractor": counts["distractor"]},
         "depth_histogram": {str(d): depths[d] for d in sorted(depths)},
         "questions_with_expansion": _share(expanded_questions, questions),
-        "relevance_auc": _rounded(auc(*relevance)),
-        "sufficiency_auc": _rounded(auc(*sufficiency)),
+        "relevance_auc": _rounded(auc(*scored["p_relevant"])),
+        "sufficiency_auc": _rounded(auc(*scored["p_sufficient"])),
+        **judged,
     }
 
 
@@ -182,6 +187,11 @@ def decisions(program: str, records: Sequence[dict], gold: Mapping[str, Sequence
     return None
 
 
+def percent(value: float | None) -> str:
+    """A share as "12.5%", or "–" where nothing was there to count (no full path was reviewed)."""
+    return "–" if value is None else f"{value}%"
+
+
 def describe(figures: dict) -> str:
     """One line of the figures for a terminal or a report."""
     if "score_calibration" in figures:
@@ -191,10 +201,12 @@ def describe(figures: dict) -> str:
                 f"states: Brier {cal['brier']}, ECE {cal['ece']}")
     a = figures["actions"]
     return (f"{figures['reviews']} reviews (accept {a['accept']} / search {a['search']} / reject {a['reject']}); "
-            f"accept precision {figures['accept_precision']}%, accepted on full paths "
-            f"{figures['accept_rate_on_full_paths']}%, "
-            f"search on partial paths {figures['search_rate_on_partial_paths']}%, "
-            f"reject on distractors {figures['reject_rate_on_distractors']}%; questions with an expansion "
-            f"{figures['questions_with_expansion']}%; deepest node per question {figures['depth_histogram']}; "
+            f"accept precision {percent(figures['accept_precision'])}, accepted on full paths "
+            f"{percent(figures['accept_rate_on_full_paths'])}, "
+            f"search on partial paths {percent(figures['search_rate_on_partial_paths'])}, "
+            f"reject on distractors {percent(figures['reject_rate_on_distractors'])}; questions with an expansion "
+            f"{percent(figures['questions_with_expansion'])}; deepest node per question {figures['depth_histogram']}; "
             f"AUC of P(relevant) on gold vs distractor {figures.get('relevance_auc')}, "
-            f"of P(sufficient) on full vs partial paths {figures.get('sufficiency_auc')}")
+            f"of P(sufficient) on full vs partial paths {figures.get('sufficiency_auc')}"
+            + (f"; the path judge's AUC on relevance {figures['judge_relevance_auc']}, "
+               f"on sufficiency {figures['judge_sufficiency_auc']}" if "judge_relevance_auc" in figures else ""))

@@ -1,0 +1,184 @@
+"""The path judge: features, training paths from the annotations, the fit, and ToR decided by it."""
+
+import zlib
+
+import dspy
+import numpy as np
+import pytest
+
+from tests.fakes import FakeRetriever, scripted_lm
+from tests.review_fakes import answering, no_real_encoder, review, run  # noqa: F401 - autouse
+from tests.test_annotated import train  # noqa: F401 - fixture
+from treeqa.compiled import load_program, save_compiled
+from treeqa.data.passage import Passage
+from treeqa.path_judge import FEATURES, Logit, PathJudge, PathJudgeFit, fit_path_judge, judge_cases, path_features
+from treeqa.programs import build_program
+from treeqa.programs.tree_of_reviews import TreeOfReviews
+from treeqa.verdicts import recall_threshold
+
+QUESTION = "Where was the author of Alpha born?"
+ALPHA = Passage("alpha", "Alpha (novel)", "Alpha is a novel written by Beta Smith.")
+BETA = Passage("beta", "Beta Smith", "Beta Smith was born in Gamma.")
+NOISE = [Passage(f"noise{i}", f"Noise {i}", f"Noise {i} is about something else.") for i in range(1, 4)]
+MISSING = "Beta Smith was born in a town."  # what the scripted MPC writes: the query for the second hop
+
+
+def bag_of_words(texts):
+    """A deterministic stand-in encoder: hashed words, normalised."""
+    out = np.zeros((len(texts), 64), dtype=np.float32)
+    for i, text in enumerate(texts):
+        for word in text.lower().split():
+            out[i, zlib.crc32(word.encode()) % 64] += 1.0
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def _logit(intercept=0.0, threshold=0.5, **weights):
+    """A judge decision on raw features (mean 0, scale 1) with the given weights."""
+    assert set(weights) <= set(FEATURES)
+    n = len(FEATURES)
+    return Logit(mean=[0.0] * n, scale=[1.0] * n, coef=[weights.get(f, 0.0) for f in FEATURES],
+                 intercept=intercept, threshold=threshold)
+
+
+# relevant: the paragraph is named in the question or linked to the path; sufficient: two paragraphs
+JUDGE = PathJudge(relevance=_logit(-5, title_in_question=10, linked=10), sufficiency=_logit(-15, paragraphs=10))
+
+
+def test_features_of_a_two_paragraph_path():
+    vectors = np.array([[1, 0, 0], [0, 1, 0], [0.6, 0.8, 0]], dtype=np.float32)  # question, Alpha, Beta
+    x = dict(zip(FEATURES, path_features(QUESTION, [ALPHA, BETA], vectors), strict=True))
+    assert x["question_similarity"] == pytest.approx(0.6)  # Beta against the question
+    assert x["path_similarity"] == pytest.approx(0.3 / np.sqrt(0.9))  # the mean of both
+    assert x["title_in_question"] == 0.0  # "Beta Smith" is not named in the question
+    assert x["titles_in_question"] == 0.5  # "Alpha (novel)" is, without its qualifier
+    assert x["linked"] == 1.0  # Alpha's text names Beta Smith
+    # content words of the question: where, author, alpha, born; the path has alpha and born
+    assert x["coverage"] == 0.5 and x["coverage_gain"] == 0.25
+    assert x["paragraphs"] == 2.0
+    with pytest.raises(ValueError, match="at least one paragraph"):
+        path_features(QUESTION, [], vectors[:1])
+
+
+def test_training_paths_from_the_annotations(train):  # noqa: F811
+    hotpot, _ = train
+    cases = judge_cases(hotpot)
+    # three usable questions (the one-hop record is skipped) with one, two and one distractors:
+    # 4 gold paths each, 3 per distractor, 2 longer paths with a distractor, 2 with two distractors
+    assert len(cases) == 9 + 14 + 9
+    assert sum(c[2] for c in cases) == 23 and sum(c[3] for c in cases) == 12
+    for question, path, relevant, sufficient in cases:
+        source = next(ex for ex in hotpot if ex.question == question)
+        gold = {p["title"] for p in source.annotation["gold"]}
+        assert relevant == (path[-1].title in gold)
+        assert sufficient == (gold <= {p.title for p in path})
+    assert {len(path) for _, path, _, _ in cases} == {1, 2, 3}  # length alone decides nothing
+    assert judge_cases(hotpot, seed=3) == judge_cases(hotpot, seed=3)
+
+
+def test_the_fit_is_plain_numbers_that_round_trip(train):  # noqa: F811
+    hotpot, _ = train
+    judge, figures = fit_path_judge(hotpot, bag_of_words)
+    assert {k: figures[k] for k in ("cases", "relevant", "sufficient")} == {"cases": 32, "relevant": 23,
+                                                                           "sufficient": 12}
+    assert 0.0 <= figures["relevance_auc_cv"] <= 1.0 and 0.0 <= figures["sufficiency_threshold"] <= 1.0
+    again = PathJudge.model_validate(judge.model_dump())
+    assert again == judge
+    p_relevant, p_sufficient = again.probabilities(QUESTION, [ALPHA, BETA], bag_of_words)
+    assert 0.0 < p_relevant < 1.0 and 0.0 < p_sufficient < 1.0
+
+
+def test_no_annotated_question_is_a_clear_error(train):  # noqa: F811
+    hotpot, _ = train
+    with pytest.raises(ValueError, match="two or more annotated gold"):
+        fit_path_judge([ex for ex in hotpot if ex.id == "t4"], bag_of_words)
+
+
+def test_a_judge_of_other_features_or_shapes_is_refused():
+    dumped = JUDGE.model_dump()
+    with pytest.raises(ValueError, match="compile it again"):
+        PathJudge.model_validate({**dumped, "features": ["question_similarity"]})
+    short = {**dumped["relevance"], "coef": [1.0]}
+    with pytest.raises(ValueError, match="weights"):
+        PathJudge.model_validate({**dumped, "relevance": short})
+    with pytest.raises(ValueError, match="not a usable judge"):
+        TreeOfReviews(FakeRetriever(), path_judge={**dumped, "relevance": short})
+    with pytest.raises(ValueError, match="not both"):
+        TreeOfReviews(FakeRetriever(), path_judge=dumped, relevance_threshold=0.5)
+
+
+def test_relevance_is_cut_to_keep_the_asked_share_of_gold():
+    scores, labels = [0.9, 0.8, 0.7, 0.6, 0.1], [True, True, False, True, False]
+    assert recall_threshold(scores, labels, 1.0) == 0.6
+    assert recall_threshold(scores, labels, 2 / 3) == 0.8
+    assert recall_threshold(scores, labels, 0.5) == 0.8  # two of three, at least half
+    with pytest.raises(ValueError, match="min_recall"):
+        recall_threshold(scores, labels, 0.0)
+
+
+def _tree(expansion="mpc", query_for_beta=MISSING):
+    retriever = FakeRetriever("counter", {QUESTION: [ALPHA, *NOISE[:2]], query_for_beta: [BETA, NOISE[2]]})
+    return TreeOfReviews(retriever, expansion=expansion, path_judge=JUDGE.model_dump()), retriever
+
+
+def _actions(pred):
+    return {n["title"]: n["action"] for n in pred.tree["nodes"] if n.get("title")}
+
+
+def test_the_judge_decides_and_the_model_is_asked_only_for_what_the_action_needs():
+    program, retriever = _tree()
+    # the model would search on every path; the judge accepts the linked pair without its analysis
+    script = answering(lambda call: review("search", next_query="more"), answer="Gamma",
+                       missing=lambda call: MISSING)
+    pred, engine = run(program, script, question=QUESTION)
+    assert [c.kind for c in engine.calls] == ["complete", "review", "fuse"]  # MPC for Alpha, Beta's analysis
+    assert engine.calls[1].titles == ["Alpha (novel)", "Beta Smith"]
+    assert _actions(pred) == {"Alpha (novel)": "search", "Noise 1": "reject", "Noise 2": "reject",
+                              "Beta Smith": "accept", "Noise 3": "reject"}
+    assert pred.stats["judge_only"] == 4  # Alpha's search and the three rejects cost no review
+    assert pred.stats["evidence"] == 1 and pred.answer == "Gamma"
+    assert retriever.asked[1] == MISSING
+    beta = next(n for n in pred.tree["nodes"] if n.get("title") == "Beta Smith")
+    assert beta["judge_relevant"] > 0.99 and beta["judge_sufficient"] > 0.99
+
+
+def test_with_direct_expansion_the_review_writes_the_query():
+    program, retriever = _tree(expansion="direct", query_for_beta="Beta Smith birthplace")
+    script = answering(lambda call: review("search", next_query="Beta Smith birthplace"), answer="Gamma")
+    pred, engine = run(program, script, question=QUESTION)
+    assert [c.kind for c in engine.calls] == ["review", "review", "fuse"]
+    assert retriever.asked[1] == "Beta Smith birthplace" and _actions(pred)["Beta Smith"] == "accept"
+    assert pred.stats["judge_only"] == 3
+
+
+def test_without_the_encoder_the_reviews_decide_and_the_failure_is_recorded(monkeypatch):
+    def broken(texts):
+        raise RuntimeError("no encoder")
+
+    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed", broken)
+    program, _ = _tree()
+    pred, engine = run(program, answering(lambda call: review("reject")), question=QUESTION)
+    assert [c.kind for c in engine.calls] == ["review"] * 3 + ["fuse"]
+    assert any(f["where"].endswith(":judge") for f in pred.failures)
+
+
+def test_the_optimizer_fits_the_judge_without_lm_calls_and_it_is_saved(train, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed", bag_of_words)
+    hotpot, _ = train
+    lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
+    with dspy.context(lm=lm):
+        compiled = PathJudgeFit(k=3).compile(build_program("tor", FakeRetriever()), trainset=hotpot)
+    assert engine.calls == []
+    assert compiled.judge_fit["cases"] == 32 and len(compiled.review.demos) == 3
+    path = save_compiled(compiled, tmp_path / "c.json", name="tor", dataset="hotpotqa", retriever="dense")
+    loaded = load_program(path, retriever=FakeRetriever())
+    assert PathJudge.model_validate(loaded.path_judge) == PathJudge.model_validate(compiled.path_judge)
+    with pytest.raises(ValueError, match="no path judge"):
+        PathJudgeFit().compile(build_program("rta", FakeRetriever()), trainset=hotpot)
+
+
+def test_the_optimize_spec_names_the_programs_with_a_judge_and_plans_no_compile_call():
+    from treeqa.optimize import OptimizeSpec, plan
+
+    with pytest.raises(ValueError, match="programs with one: tor"):
+        OptimizeSpec(program="direct", optimizer="path-judge")
+    assert plan(OptimizeSpec(program="tor", optimizer="path-judge", train=5, dev=2))["compile_max"] == 0
