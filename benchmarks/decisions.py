@@ -24,6 +24,8 @@ def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
     gold = {ex.id: ex.get("gold_ids") or [] for ex in examples}
     records = read_records(run_dir / "predictions.jsonl")
     figures = decisions(spec["program"], records, gold) if records else None
+    if run_dir.name == "compiled":  # an optimize run's compiled side: named by its folder
+        spec = {**spec, "label": f"{spec['program']} compiled ({run_dir.parent.name})"}
     return spec, (figures | {"n": len(records)} if figures is not None else None)
 
 
@@ -39,7 +41,7 @@ def markdown(rows: list[tuple[dict, dict]]) -> str:
     beams = ["| run | n | stop reasons | last beam depth | top two tied | states | Brier | ECE | "
              "mean confidence | state EM |", "|---" * 10 + "|"]
     for spec, f in rows:
-        label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
+        label = spec.get("label") or spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
         if "score_calibration" in f:
             cal = f["score_calibration"]
             beams.append(f"| {label} | {f['n']} | {f['stop_reasons']} | {f['last_beam_depth_histogram']} | "

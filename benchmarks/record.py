@@ -5,8 +5,9 @@
 Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa optimize`
 (report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
 (EM and F1 with 95% bootstrap intervals), like pyserini's regression files, and for each
-`--pair A:B` of evaluate runs (named by program) the paired comparison on their common
-questions. README.md in this folder is rebuilt from every YAML here.
+`--pair A:B` (evaluate runs named by program, optimize runs by folder name, with their
+compiled records) the paired comparison on their common questions. README.md in this
+folder is rebuilt from every YAML here.
 """
 
 from __future__ import annotations
@@ -41,20 +42,26 @@ def _entry(run_dir: Path) -> dict:
             "figures": {k: figures[k] for k in FIGURES if k in figures}}
 
 
+def _records_of(run_dir: Path) -> tuple[str, Path]:
+    """A run's name for `--pair` and its records: an evaluate run by its program, an optimize
+    run by its folder's name, with its compiled program's records."""
+    if (run_dir / "report.json").is_file():
+        return run_dir.name, run_dir / "compiled" / "predictions.jsonl"
+    return json.loads((run_dir / "spec.json").read_text())["program"], run_dir / "predictions.jsonl"
+
+
 def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
-    """`A:B` -> the paired comparison of the runs of programs A and B (A's gain over B)."""
-    by_program = {}
-    for run_dir in run_dirs:
-        spec = json.loads((run_dir / "spec.json").read_text())
-        by_program[spec["program"]] = run_dir
+    """`A:B` -> the paired comparison of runs A and B (A's gain over B) on EM, F1 and, where
+    both retrieve, recall@15."""
+    by_name = dict(map(_records_of, run_dirs))
     out = {}
     for pair in pairs:
         a, _, b = pair.partition(":")
-        if a not in by_program or b not in by_program:  # a table still being filled: pair what exists
-            print(f"--pair {pair}: skipped, not both among the runs ({', '.join(by_program)})")
+        if a not in by_name or b not in by_name:  # a table still being filled: pair what exists
+            print(f"--pair {pair}: skipped, not both among the runs ({', '.join(by_name)})")
             continue
-        out[f"{a} vs {b}"] = compare_records(read_records(by_program[a] / "predictions.jsonl"),
-                                             read_records(by_program[b] / "predictions.jsonl"))
+        out[f"{a} vs {b}"] = compare_records(read_records(by_name[a]), read_records(by_name[b]),
+                                             keys=("em", "f1", "recall@15"))
     return out
 
 
