@@ -20,6 +20,7 @@ then the judge.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -52,6 +53,7 @@ RELEVANCE_RECALL = 0.9
 _WORD = re.compile(r"[a-z0-9]+")
 
 
+@functools.cache
 def _stopwords() -> frozenset[str]:
     from bm25s.stopwords import STOPWORDS_EN
 
