@@ -9,13 +9,16 @@
 #                  its zero-shot side is the reference tor run
 #   tor-settings   --optimizer settings (hops, expansion, max_evidence searched on train);
 #                  its zero-shot side is the reference tor run
-#   bash benchmarks/search_policy.sh [step ...]     (default: all four, in this order)
+#   beam-path-judge the beam (nq preset) compiled with --optimizer path-judge: the judge's
+#                  probability that a state's passages hold what the question needs replaces
+#                  Score; its zero-shot side is the reference beam run
+#   bash benchmarks/search_policy.sh [step ...]     (default: all five, in this order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-benchmarks/runs/hotpotqa-dev100}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tor-path-judge tor-hops2 tor-judge tor-settings)
+[ ${#steps[@]} -gt 0 ] || steps=(tor-path-judge tor-hops2 tor-judge tor-settings beam-path-judge)
 for step in "${steps[@]}"; do
     case "$step" in
         tor-hops2)
@@ -30,6 +33,9 @@ for step in "${steps[@]}"; do
         tor-settings)
             "$BIN/treeqa" optimize --program tor --dataset hotpotqa --optimizer settings --candidates 3 \
                 --train 20 --dev 100 --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-settings" ;;
+        beam-path-judge)
+            "$BIN/treeqa" optimize --program beam --preset nq --dataset hotpotqa --optimizer path-judge \
+                --train 100 --dev 100 --no-cache --zero-shot-from "$OUT/beam" --out "$OUT/beam-path-judge" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
 done

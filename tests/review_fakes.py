@@ -48,7 +48,7 @@ Q = "Who wrote the novel that the film Example was based on?"
 def no_real_encoder(monkeypatch):
     """The recall re-ranking must never load MiniLM in fast tests; tests that care pass `embed_fn`.
     (Autouse in every module that imports it.)"""
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed",
+    monkeypatch.setattr("treeqa.programs.tree_of_reviews.default_embed",
                         lambda texts: np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2))
 
 

@@ -281,7 +281,7 @@ def test_tree_is_plain_json_with_every_state():
     assert tree == pred.tree
     assert tree["question"] == QUESTION and tree["settings"]["beam_size"] == 2
     keys = {"id", "depth", "parent", "sub_questions", "evidences", "passages", "answer", "confidence", "status",
-            "asked", "failures"}
+            "asked", "failures", "judge_path"}
     ids = [s["id"] for s in tree["states"]]
     assert ids == list(range(len(ids)))
     for s in tree["states"]:

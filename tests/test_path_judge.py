@@ -154,7 +154,7 @@ def test_without_the_encoder_the_reviews_decide_and_the_failure_is_recorded(monk
     def broken(texts):
         raise RuntimeError("no encoder")
 
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed", broken)
+    monkeypatch.setattr("treeqa.programs.tree_of_reviews.default_embed", broken)
     program, _ = _tree()
     pred, engine = run(program, answering(lambda call: review("reject")), question=QUESTION)
     assert [c.kind for c in engine.calls] == ["review"] * 3 + ["fuse"]
@@ -162,7 +162,7 @@ def test_without_the_encoder_the_reviews_decide_and_the_failure_is_recorded(monk
 
 
 def test_the_optimizer_fits_the_judge_without_lm_calls_and_it_is_saved(train, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews._default_embed", bag_of_words)
+    monkeypatch.setattr("treeqa.programs.tree_of_reviews.default_embed", bag_of_words)
     hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
     with dspy.context(lm=lm):
@@ -179,6 +179,77 @@ def test_the_optimizer_fits_the_judge_without_lm_calls_and_it_is_saved(train, tm
 def test_the_optimize_spec_names_the_programs_with_a_judge_and_plans_no_compile_call():
     from treeqa.optimize import OptimizeSpec, plan
 
-    with pytest.raises(ValueError, match="programs with one: tor"):
+    with pytest.raises(ValueError, match="programs with one: beam, tor"):
         OptimizeSpec(program="direct", optimizer="path-judge")
     assert plan(OptimizeSpec(program="tor", optimizer="path-judge", train=5, dev=2))["compile_max"] == 0
+    assert plan(OptimizeSpec(program="beam", optimizer="path-judge", train=5, dev=2))["compile_max"] == 0
+
+
+# --- the beam search judged -----------------------------------------------------------------
+
+# sufficient: some paragraph of the path names another (Alpha names Beta Smith)
+LINKED = PathJudge(relevance=_logit(-5, linked=10), sufficiency=_logit(-5, linked=10))
+
+
+def _beam(**settings):
+    """ALPHA and a noise paragraph for the question; BETA behind the sub-question "beta query"."""
+    from tests.test_beam_search import Script
+
+    def scripted(p):  # the beam script names a state's evidence after its first passage's text
+        return Passage(p.id, p.title, f"text 1 about {p.text}")
+
+    fixed = {QUESTION: [scripted(ALPHA), scripted(NOISE[0])], "beta query": [scripted(BETA), scripted(NOISE[1])]}
+    retriever = FakeRetriever(fixed=fixed)
+    program = build_program("beam", retriever, preset="nq", path_judge=LINKED.model_dump(), **settings)
+    lm, engine = scripted_lm(Script(asks={QUESTION: ["beta query", "other query"]}))
+    with dspy.context(lm=lm):
+        pred = program(question=QUESTION)
+    return pred, engine
+
+
+def test_a_judged_beam_ranks_states_by_their_passages_and_stops_at_the_judge_cut():
+    pred, engine = _beam(embed_fn=bag_of_words)
+    assert "confidence" not in engine.kinds()  # the judge scores every state: no Score call
+    # seeds: answer (no evidence), evidence + answer; one round: 2 asks, 4 × (evidence + answer)
+    assert len(engine.calls) == 3 + 2 + 4 * 2
+    assert pred.tree["stop"] == "threshold" and len(pred.tree["beams"]) == 2
+    by = {(s["sub_questions"] or ["root"])[-1]: s for s in pred.tree["states"]}
+    assert by["root"]["confidence"] == 0.0 and by["root"]["judge_path"] == []  # no passages behind it
+    assert by[QUESTION]["confidence"] < 0.01  # Alpha and noise: nothing links them
+    # below the question's seed, Beta joins Alpha: the linked pair is judged sufficient
+    assert by["beta query"]["judge_path"] == ["alpha", "beta"] and by["beta query"]["confidence"] > 0.99
+    assert by["root2"]["confidence"] < 0.01  # its own two passages only, not the seed's
+    assert pred.answer == "ans:beta query" and pred.tree["beams"][1][0] == by["beta query"]["id"]
+
+
+def test_without_the_encoder_score_decides_and_the_failure_is_recorded():
+    def broken(texts):
+        raise RuntimeError("no encoder")
+
+    pred, engine = _beam(embed_fn=broken)
+    # every state with passages behind it falls back to Score; the seed without any is judged 0 unembedded
+    with_passages = sum(bool(s["passages"]) or s["parent"] is not None for s in pred.tree["states"])
+    assert with_passages == len(pred.tree["states"]) - 1
+    assert engine.kinds().count("confidence") == with_passages
+    assert sum(f["where"].endswith(".judge") for f in pred.failures) == with_passages
+    assert pred.tree["states"][0]["confidence"] == 0.0
+
+
+def test_a_judge_needs_retrieved_passages():
+    with pytest.raises(ValueError, match="evidence='retrieval'"):
+        build_program("beam", preset="triviaqa", path_judge=LINKED.model_dump())
+    with pytest.raises(ValueError, match="not a usable judge"):
+        build_program("beam", FakeRetriever(), path_judge={"relevance": {}})
+
+
+def test_the_optimizer_compiles_a_judged_beam_that_is_saved(train, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setattr("treeqa.programs.beam_search.default_embed", bag_of_words)
+    hotpot, _ = train
+    lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
+    with dspy.context(lm=lm):
+        compiled = PathJudgeFit(k=3).compile(build_program("beam", FakeRetriever(), preset="nq"), trainset=hotpot)
+    assert engine.calls == [] and compiled.judge_fit["cases"] == 32
+    path = save_compiled(compiled, tmp_path / "c.json", name="beam", dataset="hotpotqa", retriever="dense")
+    loaded = load_program(path, retriever=FakeRetriever())
+    assert PathJudge.model_validate(loaded.path_judge) == PathJudge.model_validate(compiled.path_judge)
+    assert loaded.depth == 2 and loaded.passages == 2  # the preset's settings travel with it

@@ -21,6 +21,7 @@ then the judge.
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -146,8 +147,44 @@ class PathJudge(BaseModel):
         x = path_features(question, passages, vectors)
         return float(self.relevance.probability(x)[0]), float(self.sufficiency.probability(x)[0])
 
+    def best_path(self, question: str, passages: Sequence[Passage], embed_fn: EmbedFn,
+                  longest: int = 2) -> tuple[float, list[Passage]]:
+        """The most sufficient ordered path of up to `longest` of `passages` (a beam state's
+        evidence, gathered over several searches), with its P(sufficient): a state holds what
+        the question needs when some of its paragraphs, read in some order, do. (0.0, []) for
+        no passages. Paths stay as short as the judge's training paths, whatever the state holds."""
+        passages = list({p.id: p for p in passages}.values())
+        if not passages:
+            return 0.0, []
+        vectors = np.asarray(embed_fn([question, *(p.as_text() for p in passages)]), dtype=np.float32)
+        stopwords = _stopwords()
+        paths = [list(order) for n in range(1, min(longest, len(passages)) + 1)
+                 for order in itertools.permutations(range(len(passages)), n)]
+        x = np.stack([path_features(question, [passages[i] for i in path], vectors[[0, *(i + 1 for i in path)]],
+                                    stopwords) for path in paths])
+        p = self.sufficiency.probability(x)
+        best = int(np.argmax(p))
+        return float(p[best]), [passages[i] for i in paths[best]]
+
 
 # --- the training paths --------------------------------------------------------------------
+
+def check_path_judge(path_judge: dict | None) -> dict | None:
+    """A program's `path_judge` setting as given, once it is known to load as a judge."""
+    if path_judge is not None:
+        try:
+            PathJudge.model_validate(path_judge)
+        except ValueError as exc:
+            raise ValueError(f"path_judge is not a usable judge: {exc}") from None
+    return path_judge
+
+
+def default_embed(texts: list[str]) -> np.ndarray:
+    """The dense retriever's encoder (MiniLM), which a program without its own embeds with."""
+    from treeqa.retrievers.dense import embed
+
+    return embed(texts)
+
 
 def _passage(paragraph: dict) -> Passage:
     from treeqa.annotated import as_passage
@@ -267,7 +304,7 @@ def judge_figures(judge: PathJudge, examples: Sequence[dspy.Example], embed_fn: 
 class PathJudgeFit(Teleprompter):
     """Annotated demos, then a `PathJudge` fitted on the train annotations (no LM call).
 
-    For programs with a `path_judge` setting (tor). The fit's figures are kept on the
+    For programs with a `path_judge` setting (tor, beam). The fit's figures are kept on the
     compiled program as `judge_fit`, which the optimize report carries.
     """
 
@@ -279,7 +316,7 @@ class PathJudgeFit(Teleprompter):
         from treeqa.annotated import AnnotatedFewShot
 
         if not hasattr(student, "path_judge"):
-            raise ValueError(f"--optimizer path-judge: {type(student).__name__} has no path judge (tor has)")
+            raise ValueError(f"--optimizer path-judge: {type(student).__name__} has no path judge (tor and beam have)")
         program = AnnotatedFewShot(k=self.k, seed=self.seed).compile(student, trainset=trainset)
         judge, figures = fit_path_judge(trainset, program.judge_embed_fn(), self.seed)
         program.path_judge = judge.model_dump()

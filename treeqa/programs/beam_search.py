@@ -7,6 +7,11 @@ one gets evidence and becomes a new state that answers the question from the enl
 history and scores that answer. The new states are pruned to the B most confident; the
 search stops as soon as a kept state reaches the threshold S, and the answer is the most
 confident state of the last beam.
+
+Compiled with `--optimizer path-judge`, a state's confidence is not Score's written number
+(0.9 for most states on a 1.5B model, so ties decide) but a `PathJudge`'s probability that
+the paragraphs behind the state's evidence hold what the question needs, and the search
+stops at the judge's cut: no Score call is made.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 import dspy
 
 from treeqa.data.corpus import Passage
+from treeqa.path_judge import EmbedFn, PathJudge, check_path_judge, default_embed
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -98,6 +104,7 @@ class SearchState:
     status: str = "kept"
     asked: list[str] | None = None  # sub-questions proposed when this state was expanded
     failures: list[dict] = field(default_factory=list)
+    judge_path: list[str] | None = None  # with a path judge: the ids of the paragraphs it judged best
 
     @property
     def history(self) -> list[tuple[str, str]]:
@@ -110,6 +117,7 @@ class SearchState:
             "passages": [{"id": p.id, "title": p.title} for p in self.passages],
             "answer": self.answer, "confidence": self.confidence, "status": self.status,
             "asked": None if self.asked is None else list(self.asked), "failures": list(self.failures),
+            "judge_path": None if self.judge_path is None else list(self.judge_path),
         }
 
 
@@ -138,6 +146,14 @@ class BeamSearchQA(QAProgram):
         check_seeds: also stop before any expansion when a seed reaches S. Algorithm 1 checks
             the threshold only after each expansion (the default); Section 3.4 can be read
             either way, and checking the seeds saves most calls on easy questions.
+        path_judge: a judge compiled from the training annotations (`--optimizer path-judge`,
+            `treeqa.path_judge`, plain numbers). A state's confidence is then its probability
+            that the best path of up to two of the passages behind the state's evidences (its
+            own and its ancestors') is sufficient, S is the judge's sufficiency cut
+            (`threshold` is unused), and Score is not called; where the judge fails (no
+            encoder), that state is scored by Score as without one and the failure recorded.
+        embed_fn: texts -> normalised vectors, the judge's encoder (default: the dense
+            retriever's MiniLM, the one it was fitted with).
 
     Example:
         >>> program = BeamSearchQA.preset("nq", retriever=get_retriever("nq"))
@@ -177,7 +193,8 @@ class BeamSearchQA(QAProgram):
 
     def __init__(self, retriever: Retriever | None = None, *, max_queries: int = 2, depth: int = 2,
                  passages: int = 2, threshold: float = 0.8, beam_size: int = 2, evidence: str = "retrieval",
-                 passage_chars: int = 1000, check_seeds: bool = False, threads: int = 1):
+                 passage_chars: int = 1000, check_seeds: bool = False, path_judge: dict | None = None,
+                 embed_fn: EmbedFn | None = None, threads: int = 1):
         super().__init__()
         if evidence not in EVIDENCE_MODES:
             raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}; got {evidence!r}")
@@ -188,6 +205,10 @@ class BeamSearchQA(QAProgram):
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must lie in [0, 1]; got {threshold!r}")
         check_retriever(retriever, "BeamSearchQA with evidence='retrieval'", needed=evidence == "retrieval")
+        if path_judge is not None and evidence != "retrieval":
+            raise ValueError("a path judge judges retrieved passages: it needs evidence='retrieval'")
+        self.path_judge = check_path_judge(path_judge)
+        self._embed_fn = SharedRef(embed_fn)
         self.max_queries, self.depth, self.passages = max_queries, depth, passages
         self.threshold, self.beam_size, self.evidence = float(threshold), beam_size, evidence
         self.passage_chars, self.check_seeds = passage_chars, bool(check_seeds)
@@ -212,12 +233,28 @@ class BeamSearchQA(QAProgram):
     def retriever(self) -> Retriever | None:
         return self._retriever.value
 
+    def judge_embed_fn(self) -> EmbedFn:
+        """The encoder a path judge embeds the question and paragraphs with."""
+        return self._embed_fn.value or default_embed
+
+    def _judge(self) -> PathJudge | None:
+        return None if self.path_judge is None else PathJudge.model_validate(self.path_judge)
+
     # --- Algorithm 1 ---------------------------------------------------------------------
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)
         states: list[SearchState] = []
         seen = PassageLog()
+        judge = self._judge()
+        stop_at = judge.sufficiency.threshold if judge is not None else self.threshold
+
+        def behind(state: SearchState) -> list[Passage]:
+            """The passages behind every evidence on the state's path, root first."""
+            lineage = [state]
+            while lineage[-1].parent is not None:
+                lineage.append(states[lineage[-1].parent])
+            return [p for s in reversed(lineage) for p in s.passages]
 
         def new_state(parent: SearchState | None, sub_question: str | None) -> SearchState:
             """Register a state (ids in creation order); its LM calls come later, in `fill`."""
@@ -234,7 +271,7 @@ class BeamSearchQA(QAProgram):
                 if not self._add_evidence(state, question, state.sub_questions[-1]):
                     state.status = "failed"
                     return
-            self._answer_and_score(state, question)
+            self._answer_and_score(state, question, judge, behind(state))
 
         def fill_all(batch: list[SearchState]) -> None:
             map_calls(fill, batch, self.threads)
@@ -253,7 +290,7 @@ class BeamSearchQA(QAProgram):
         rounds = self.depth
         if not beam:  # every seed failed: nothing to expand
             rounds, stop = 0, "empty_beam"
-        elif self.check_seeds and beam[0].confidence >= self.threshold:
+        elif self.check_seeds and beam[0].confidence >= stop_at:
             rounds, stop = 0, "threshold"
 
         for _ in range(rounds):  # lines 9-25
@@ -273,7 +310,7 @@ class BeamSearchQA(QAProgram):
             for child in children:  # once pruning has decided their status
                 emit({"type": "state", "state": child.to_dict()})
             beams.append([s.id for s in beam])
-            if beam[0].confidence >= self.threshold:
+            if beam[0].confidence >= stop_at:
                 stop = "threshold"
                 break
 
@@ -328,14 +365,24 @@ class BeamSearchQA(QAProgram):
         state.evidences.append(text or "")
         return text is not None
 
-    def _answer_and_score(self, state: SearchState, question: str) -> None:
-        """Answer from the state's history, then score it; a failed score leaves confidence 0."""
+    def _answer_and_score(self, state: SearchState, question: str, judge: PathJudge | None = None,
+                          passages: list[Passage] | None = None) -> None:
+        """Answer from the state's history, then score it (with a judge: judge the passages
+        behind it); a failed score leaves confidence 0."""
         history = format_history(state.history)
         pred = safe_call(self.answer, state.failures, f"state{state.id}.answer", question=question, history=history)
         if pred is None:
             state.status = "failed"
             return
         state.answer = clean_answer(pred.answer)
+        if judge is not None:
+            try:
+                probability, path = judge.best_path(question, passages or [], self.judge_embed_fn())
+            except Exception as exc:  # noqa: BLE001 - without the encoder, Score decides for this state
+                record_failure(state.failures, f"state{state.id}.judge", exc)
+            else:
+                state.confidence, state.judge_path = round(probability, 4), [p.id for p in path]
+                return
         pred = safe_call(self.scorer, state.failures, f"state{state.id}.score", question=question,
                          history=history, answer=state.answer)
         state.confidence = float(pred.confidence) if pred is not None else 0.0

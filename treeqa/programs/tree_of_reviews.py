@@ -25,7 +25,7 @@ import numpy as np
 from treeqa.data.corpus import Passage
 from treeqa.lm import is_embedded
 from treeqa.metrics import RECALL_K
-from treeqa.path_judge import PathJudge
+from treeqa.path_judge import PathJudge, check_path_judge, default_embed
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -64,12 +64,6 @@ EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
 EmbedFn = Callable[[list[str]], np.ndarray]
 
 
-def _default_embed(texts: list[str]) -> np.ndarray:
-    from treeqa.retrievers.dense import embed
-
-    return embed(texts)
-
-
 def rank_retrieved(evidence: Sequence[Evidence], retrieved: Sequence[Passage], answer: str,
                    relevant_ids: Sequence[str] = (), embed_fn: EmbedFn | None = None,
                    k: int = RECALL_K) -> list[Passage]:
@@ -99,7 +93,7 @@ def rank_retrieved(evidence: Sequence[Evidence], retrieved: Sequence[Passage], a
     pieces = list(evidence)
 
     if len(by_id) > k and answer.strip():
-        embed_fn = embed_fn or _default_embed
+        embed_fn = embed_fn or default_embed
         piece_texts = [" ".join([e.analysis, *(p.as_text() for p in e.passages)]) for e in pieces]
         other_texts = [p.as_text() for p in middle + rest]
         vectors = np.asarray(embed_fn([answer, *piece_texts, *other_texts]), dtype=np.float32)
@@ -260,7 +254,7 @@ class _ReviewProgram(QAProgram):
 
     def judge_embed_fn(self) -> EmbedFn:
         """The encoder a path judge embeds the question and paragraphs with (the retriever's own)."""
-        return self.embed_fn or _default_embed
+        return self.embed_fn or default_embed
 
     def _judge(self) -> PathJudge | None:
         return None if self.path_judge is None else PathJudge.model_validate(self.path_judge)
@@ -455,14 +449,9 @@ class TreeOfReviews(_ReviewProgram):
         if not 1 <= hops <= depth:
             raise ValueError(f"hops must be between 1 and depth={depth}, got {hops}")
         self.hops = hops
-        if path_judge is not None:
-            if relevance_threshold is not None:
-                raise ValueError("set relevance_threshold or path_judge, not both: each decides relevance")
-            try:
-                PathJudge.model_validate(path_judge)
-            except ValueError as exc:
-                raise ValueError(f"path_judge is not a usable judge: {exc}") from None
-        self.path_judge = path_judge
+        if path_judge is not None and relevance_threshold is not None:
+            raise ValueError("set relevance_threshold or path_judge, not both: each decides relevance")
+        self.path_judge = check_path_judge(path_judge)
         self.widths = widths[:depth]
         self.depth = depth
         self.relevance_pruning = relevance_pruning
