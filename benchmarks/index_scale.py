@@ -43,11 +43,11 @@ def _peak_mb() -> float:
 
 # --- 1. the real corpus --------------------------------------------------------------------
 
-def real_case(limit: int) -> dict:
+def real_passages(limit: int = 0) -> tuple[list, int]:
+    """Every paragraph of the shared data, deduplicated, through the JSONL corpus reader
+    (chunked to ~100 words); returns the passages and the number of documents."""
     from treeqa.data import load_corpus
     from treeqa.data.jsonl_corpus import read_jsonl_corpus
-    from treeqa.retrievers import streaming
-    from treeqa.retrievers.dense import embed
 
     seen = {}
     for dataset, wiki in (("hotpotqa", True), ("2wikimultihopqa", False), ("musique", False), ("nq", False)):
@@ -59,8 +59,15 @@ def real_case(limit: int) -> dict:
             for p in seen.values():
                 fh.write(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n")
         passages = list(read_jsonl_corpus(path, chunk_words=100))
-        if limit:
-            passages = passages[:limit]
+    return (passages[:limit] if limit else passages), len(seen)
+
+
+def real_case(limit: int) -> dict:
+    from treeqa.retrievers import streaming
+    from treeqa.retrievers.dense import embed
+
+    passages, documents = real_passages(limit)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TREEQA_CACHE_DIR")) as tmp:
         spent = {"embed": 0.0}
 
         def timed_embed(texts):
@@ -77,7 +84,7 @@ def real_case(limit: int) -> dict:
         meta = json.loads((folder / "meta.json").read_text())
         peak = _peak_mb()
         recalls = real_recalls(folder, embed)
-    return {"passages": len(passages), "documents": len(seen), "seconds": round(total, 1),
+    return {"passages": len(passages), "documents": documents, "seconds": round(total, 1),
             "embed_seconds": round(spent["embed"], 1),
             "passages_per_second": round(len(passages) / spent["embed"], 1),
             "index_type": meta["index_type"], "folder_mb": round(size / 2**20, 1), "peak_rss_mb": round(peak),
