@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from treeqa.cli import app
 from treeqa.data import DataError
 from treeqa.data.jsonl_corpus import chunk, read_jsonl_corpus
-from treeqa.retrievers import DenseRetriever, build_corpus_index, get_retriever, store, streaming
+from treeqa.retrievers import BM25Retriever, DenseRetriever, build_corpus_index, get_retriever, store, streaming
 from treeqa.retrievers.base import IndexMissingError
 
 DOCS = [
@@ -138,6 +138,46 @@ def test_index_types_by_size_or_by_name(tmp_path):
     assert hnsw.index.hnsw.efSearch == 32
 
 
+# --- BM25, streamed ----------------------------------------------------------------------------
+
+BM25_DOCS = [{"id": f"d{i}", "title": f"Topic {i % 7}", "text": f"passage {i} about subject {i % 11} and theme "
+              f"{i % 5}" + (" espresso coffee" if i == 23 else "")} for i in range(60)]
+
+
+def test_a_streamed_bm25_index_ranks_as_the_in_memory_one(tmp_path):
+    path = _write(tmp_path / "c.jsonl", BM25_DOCS + [{"id": "stop", "contents": "the and of"}])
+    streamed = BM25Retriever.for_file(path, tmp_path / "idx", "demo", batch_size=7)
+    assert isinstance(streamed.passages, store.PassageStore) and len(streamed.passages) == 61
+    in_memory = BM25Retriever.build(list(read_jsonl_corpus(path)), progress=False)
+    for query in ("espresso coffee", "subject 3 theme 4", "Topic 5 passage 12", "the and"):
+        assert streamed.search(query, 5) == in_memory.search(query, 5)
+    assert streamed.search("espresso", 1)[0].id == "d23"
+    folder = next((tmp_path / "idx").glob("demo-corpus-bm25-*"))
+    meta = json.loads((folder / store.META_FILE).read_text())
+    assert meta["kind"] == "bm25" and meta["count"] == 61
+    assert not (folder / streaming.TOKENS_FILE).exists() and not list((tmp_path / "idx").glob(".building-*"))
+
+
+def test_a_killed_bm25_build_keeps_its_passages_and_tokenizes_again(tmp_path, monkeypatch):
+    import bm25s
+
+    path = _write(tmp_path / "c.jsonl", BM25_DOCS)
+    real_index = bm25s.BM25.index
+
+    def killed(self, *args, **kwargs):
+        raise KeyboardInterrupt("killed")  # as a kill would, once every passage is tokenized
+
+    monkeypatch.setattr(bm25s.BM25, "index", killed)
+    with pytest.raises(KeyboardInterrupt):
+        BM25Retriever.for_file(path, tmp_path / "idx", "demo", batch_size=8)
+    staging = next((tmp_path / "idx").glob(".building-demo-corpus-bm25-*"))
+    assert json.loads((staging / streaming.PROGRESS_FILE).read_text())["passages"] == 60
+    monkeypatch.setattr(bm25s.BM25, "index", real_index)
+    monkeypatch.setattr(streaming, "_write_passages", lambda *a: pytest.fail("the passages were read again"))
+    resumed = BM25Retriever.for_file(path, tmp_path / "idx", "demo", batch_size=8)
+    assert resumed.search("espresso coffee", 1)[0].id == "d23"
+
+
 # --- a named corpus, wherever a dataset's corpus is accepted ------------------------------------
 
 def test_a_registered_corpus_is_searched_by_name(fixture_data, tmp_path, monkeypatch):
@@ -155,6 +195,13 @@ def test_a_registered_corpus_is_searched_by_name(fixture_data, tmp_path, monkeyp
     missing_name = CliRunner().invoke(app, ["index", "build", "--corpus", str(path)])
     assert missing_name.exit_code == 1 and "--name" in missing_name.output
     assert build_corpus_index(path, "mine", embed_fn=hashing_embed).passages == retriever.passages
+    bm25 = CliRunner().invoke(app, ["index", "build", "--corpus", str(path), "--name", "mine", "--retriever", "bm25"])
+    assert bm25.exit_code == 0 and "BM25" in bm25.output, bm25.output
+    sparse = get_retriever("hotpotqa", "bm25", corpus="mine")
+    assert isinstance(sparse, BM25Retriever) and sparse.search("Guido van Rossum", 1)[0].id == "py"
+    assert get_retriever("hotpotqa", corpus="mine").passages == retriever.passages  # the dense index stays
+    with pytest.raises(ValueError, match="--ray and --index are for dense"):
+        build_corpus_index(path, "mine", kind="bm25", index_type="HNSW32")
 
 
 def test_evaluate_with_your_corpus(fixture_data, tmp_path, monkeypatch):

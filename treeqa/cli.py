@@ -77,7 +77,8 @@ def index_build(
     """Build (or find up to date) a retrieval index: a dataset's pooled corpus, or your own JSONL corpus.
 
     Your own corpus is embedded as a stream into an on-disk array: a build killed at any point
-    resumes from its last finished batch when run again.
+    resumes from its last finished batch when run again. With --retriever bm25 it is tokenized
+    as a stream instead (the passages on disk survive a kill; tokenizing starts over).
     """
     from treeqa.data import DataError
     from treeqa.retrievers import build_corpus_index, get_retriever
@@ -87,8 +88,9 @@ def index_build(
         if corpus is not None:
             if not name:
                 _fail("--corpus FILE needs --name NAME (what --corpus NAME will use)")
-            built = build_corpus_index(corpus, name, chunk_words or None, index, batch_size, ray_address=ray)
-            what = f"corpus {name!r} ({built.index.__class__.__name__})"
+            built = build_corpus_index(corpus, name, chunk_words or None, index, batch_size, ray_address=ray,
+                                       kind=retriever)
+            what = f"corpus {name!r} ({built.index.__class__.__name__ if retriever == 'dense' else 'BM25'})"
         else:
             if ray is not None:
                 _fail("--ray is for your own corpus (--corpus FILE --name NAME)")

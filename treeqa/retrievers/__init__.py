@@ -33,25 +33,38 @@ def _registry(name: str) -> Path:
 
 
 def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 100, index_type: str = "auto",
-                       batch_size: int = 256, embed_fn=None, ray_address: str | None = None) -> DenseRetriever:
-    """Index a JSONL corpus file under `name` (dense, streamed, resumable) and register it;
-    with `ray_address` the embedding runs as a Ray Data job on that cluster."""
+                       batch_size: int = 256, embed_fn=None, ray_address: str | None = None,
+                       kind: str = "dense") -> Retriever:
+    """Index a JSONL corpus file under `name` (streamed, resumable) and register it: densely,
+    with `ray_address` embedding as a Ray Data job on that cluster, or with BM25 (`kind`)."""
     path = Path(path).resolve()
-    if ray_address is not None and embed_fn is not None:
-        raise ValueError("a Ray build embeds with the default encoder; embed_fn cannot be sent along")
-    retriever = DenseRetriever.for_file(path, get_settings().index_dir, check_corpus_name(name), chunk_words,
-                                        index_type, batch_size, build=True, embed_fn=embed_fn,
-                                        ray_address=ray_address)
-    entry = {"name": name, "file": str(path), "chunk_words": chunk_words, "index_type": index_type,
-             "batch_size": batch_size}
+    check_corpus_name(name)
+    if kind == "bm25":
+        if ray_address is not None or embed_fn is not None or index_type != "auto":
+            raise ValueError("a BM25 index embeds nothing: --ray and --index are for dense indexes")
+        retriever = BM25Retriever.for_file(path, get_settings().index_dir, name, chunk_words)
+    elif kind == "dense":
+        if ray_address is not None and embed_fn is not None:
+            raise ValueError("a Ray build embeds with the default encoder; embed_fn cannot be sent along")
+        retriever = DenseRetriever.for_file(path, get_settings().index_dir, name, chunk_words, index_type,
+                                            batch_size, build=True, embed_fn=embed_fn, ray_address=ray_address)
+    else:
+        raise ValueError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
     registry = _registry(name)
+    entry = json.loads(registry.read_text()) if registry.is_file() else {}
+    if entry.get("file") != str(path) or entry.get("chunk_words") != chunk_words:
+        entry = {}  # another file under this name: what was built for the old one no longer counts
+    entry.update({"name": name, "file": str(path), "chunk_words": chunk_words})
+    if kind == "dense":
+        entry.update({"index_type": index_type, "batch_size": batch_size})
     registry.parent.mkdir(parents=True, exist_ok=True)
     registry.write_text(json.dumps(entry, indent=2))
     return retriever
 
 
-def corpus_retriever(name: str, build: bool = True) -> DenseRetriever:
-    """The registered corpus `name`; a changed or missing index is rebuilt from its file."""
+def corpus_retriever(name: str, build: bool = True, kind: str = "dense") -> Retriever:
+    """The registered corpus `name`, searched densely or with BM25; a changed or missing index
+    is (re)built from its file."""
     registry = _registry(name)
     if not registry.is_file():
         raise IndexMissingError(f"no corpus named {name!r}; index one with "
@@ -59,8 +72,11 @@ def corpus_retriever(name: str, build: bool = True) -> DenseRetriever:
     entry = json.loads(registry.read_text())
     if not Path(entry["file"]).is_file():
         raise IndexMissingError(f"corpus {name!r}: its file {entry['file']} is gone; index it again")
+    if kind == "bm25":
+        return BM25Retriever.for_file(entry["file"], get_settings().index_dir, name, entry["chunk_words"],
+                                      build=build)
     return DenseRetriever.for_file(entry["file"], get_settings().index_dir, name, entry["chunk_words"],
-                                   entry["index_type"], entry["batch_size"], build=build)
+                                   entry.get("index_type", "auto"), entry.get("batch_size", 256), build=build)
 
 
 def get_retriever(dataset: str, kind: str = "dense", with_wikipedia: bool = False,
@@ -73,9 +89,7 @@ def get_retriever(dataset: str, kind: str = "dense", with_wikipedia: bool = Fals
     if kind not in RETRIEVERS:
         raise ValueError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
     if corpus is not None:
-        if kind != "dense":
-            raise ValueError("your own corpora are indexed densely: use --retriever dense with --corpus")
-        return corpus_retriever(corpus, build=build)
+        return corpus_retriever(corpus, build=build, kind=kind)
     name = f"{dataset}+wiki" if with_wikipedia else dataset
     passages = load_corpus(dataset, with_wikipedia=with_wikipedia)
     return RETRIEVERS[kind].for_corpus(passages, get_settings().index_dir, name, build=build)

@@ -11,6 +11,12 @@ from treeqa.retrievers import store
 from treeqa.retrievers.base import IndexMissingError, Retriever
 
 MODEL = "bm25s-lucene-k1.5-b0.75-english-stopwords"
+BM25_DIR = "bm25"
+
+
+def document_text(passage: Passage) -> str:
+    """What BM25 indexes of a passage: its title, then its text."""
+    return f"{passage.title} {passage.text}"
 
 
 def _tokens(texts: list[str]) -> list[list[str]]:
@@ -37,13 +43,13 @@ class BM25Retriever(Retriever):
         if not passages:
             raise ValueError("cannot index an empty corpus")
         model = bm25s.BM25()
-        model.index(_tokens([f"{p.title} {p.text}" for p in passages]), show_progress=progress)
+        model.index(_tokens([document_text(p) for p in passages]), show_progress=progress)
         return cls(passages, model)
 
     def save(self, folder: Path, meta: dict | None = None) -> Path:
         folder = Path(folder)
         with store.staging(folder) as tmp:
-            self.model.save(str(tmp / "bm25"))
+            self.model.save(str(tmp / BM25_DIR))
             store.write_passages(tmp, self.passages, {"kind": self.kind, "model": MODEL, **(meta or {})})
         return store.publish(tmp, folder)
 
@@ -55,7 +61,31 @@ class BM25Retriever(Retriever):
         if not store.is_complete(folder):
             raise IndexMissingError(f"no BM25 index at {folder}; build it with `treeqa index build --retriever bm25`")
         passages, _ = store.read_passages(folder)  # checks every file against the manifest
-        return cls(passages, bm25s.BM25.load(str(folder / "bm25"), show_progress=False))
+        streamed = isinstance(passages, store.PassageStore)  # a corpus of any size: its scores stay on disk
+        model = bm25s.BM25.load(str(folder / BM25_DIR), mmap=streamed, show_progress=False)
+        if model.scores["num_docs"] != len(passages):
+            raise store.IndexCorruptError(f"{folder}: BM25 scores for {model.scores['num_docs']} passages, "
+                                          f"{len(passages)} passages")
+        return cls(passages, model)
+
+    @classmethod
+    def for_file(cls, path: str | Path, index_root: Path, name: str, chunk_words: int | None = 100,
+                 build: bool = True, batch_size: int = 10_000) -> BM25Retriever:
+        """The BM25 index of a JSONL corpus file (see `treeqa.data.jsonl_corpus`), built as a
+        stream (`treeqa.retrievers.streaming.build_bm25`) when missing or corrupt."""
+        from treeqa.data.jsonl_corpus import file_fingerprint, read_jsonl_corpus
+        from treeqa.retrievers import streaming
+
+        fingerprint = store.fingerprint([], f"{MODEL}|{file_fingerprint(path, chunk_words)}")
+        folder = Path(index_root) / f"{name}-corpus-bm25-{fingerprint}"
+
+        def build_and_save() -> BM25Retriever:
+            meta = {"name": name, "source": str(Path(path).resolve()), "chunk_words": chunk_words}
+            streaming.build_bm25(read_jsonl_corpus(path, chunk_words), folder, meta, batch_size=batch_size)
+            return cls.load(folder)
+
+        return store.load_or_build(folder, cls.load, build_and_save if build else None,
+                                   f"treeqa index build --corpus {path} --name {name} --retriever bm25")
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,

@@ -12,6 +12,10 @@
    vectors, or their codes).
 
 Everything happens in `.building-<folder>` beside the final folder, under the build lock.
+
+A BM25 index (`build_bm25`) streams the same way: step 1 as above, then the passages are
+tokenized batch by batch into a flat on-disk array of token ids (the text is never held in
+memory), and bm25s indexes those ids. Peak RAM is the score matrix, which is the index itself.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +99,22 @@ def _build_index(staging: Path, n: int, index_type: str, seed: int = 0):
     return index
 
 
+def _stage_passages(passages: Iterable[Passage], folder: Path) -> tuple[Path, dict]:
+    """Step 1 into the staging folder beside `folder` (skipped when a killed build had done
+    it); returns the folder and the saved progress."""
+    staging = folder.parent / f".building-{folder.name}"
+    staging.mkdir(parents=True, exist_ok=True)
+    state = json.loads((staging / PROGRESS_FILE).read_text()) if (staging / PROGRESS_FILE).is_file() else {}
+    if "passages" not in state:  # again from the start if it was cut short
+        n = _write_passages(staging, passages)
+        if n == 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise ValueError("cannot index an empty corpus")
+        state = {"passages": n, "embedded": 0}
+        _save_progress(staging, state)
+    return staging, state
+
+
 def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: EmbedFn, *, index_type: str = "auto",
           batch_size: int = 256, progress: bool = True, ray_address: str | None = None) -> Path:
     """Build (or resume building) the dense index of `passages` into `folder` (see the module doc).
@@ -113,17 +133,8 @@ def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: Embed
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
-    staging = folder.parent / f".building-{folder.name}"
-    staging.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    state = json.loads((staging / PROGRESS_FILE).read_text()) if (staging / PROGRESS_FILE).is_file() else {}
-    if "passages" not in state:  # step 1, again from the start if it was cut short
-        n = _write_passages(staging, passages)
-        if n == 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise ValueError("cannot index an empty corpus")
-        state = {"passages": n, "embedded": 0}
-        _save_progress(staging, state)
+    staging, state = _stage_passages(passages, folder)
     n = state["passages"]
     if state["embedded"] < n and ray_address is not None:
         from treeqa.retrievers import ray_embed
@@ -140,4 +151,76 @@ def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: Embed
     (staging / PROGRESS_FILE).unlink()
     store.write_manifest(staging, {"kind": "dense", "index_type": chosen, **meta,
                                    "build_seconds": round(time.perf_counter() - started, 1)}, n)
+    return store.publish(staging, folder)
+
+
+# --- BM25 ------------------------------------------------------------------------------------
+
+TOKENS_FILE = "tokens.bin"
+
+
+class _TokenIds(Sequence):
+    """Each passage's token ids, read from the flat on-disk array (what bm25s indexes)."""
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray):
+        self.flat, self.offsets = flat, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self.flat[self.offsets[i]:self.offsets[i + 1]]
+
+
+def _tokenize_all(staging: Path, n: int, batch_size: int, progress: bool) -> tuple[_TokenIds, dict]:
+    """Token ids of every passage into `tokens.bin`, batch by batch, with the vocabulary they
+    grow; the tokens are those `treeqa.retrievers.bm25` gives (bm25s, English stopwords)."""
+    from bm25s.tokenization import Tokenizer
+    from tqdm import tqdm
+
+    from treeqa.retrievers.bm25 import document_text
+
+    tokenizer = Tokenizer(stopwords="en")
+    passages = store.PassageStore(staging)
+    offsets = [0]
+    with (staging / TOKENS_FILE).open("wb") as fh, tqdm(total=n, unit="passage", desc="tokenizing",
+                                                         disable=not progress, dynamic_ncols=True) as bar:
+        for start in range(0, n, batch_size):
+            texts = [document_text(p) for p in passages[start:start + batch_size]]
+            ids = tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
+            empty = tokenizer.get_vocab_dict().get("")  # the id bm25s gives a passage with no words
+            for doc in ids:
+                doc = np.asarray([t for t in doc if t != empty], dtype=np.int32)
+                fh.write(doc.tobytes())
+                offsets.append(offsets[-1] + len(doc))
+            bar.update(len(texts))
+    flat = (np.memmap(staging / TOKENS_FILE, dtype=np.int32, mode="r") if offsets[-1]  # stays on disk
+            else np.zeros(0, dtype=np.int32))
+    return _TokenIds(flat, np.asarray(offsets, dtype=np.int64)), dict(tokenizer.get_vocab_dict())
+
+
+def build_bm25(passages: Iterable[Passage], folder: Path, meta: dict, *, batch_size: int = 10_000,
+               progress: bool = True) -> Path:
+    """Build (or resume building) the BM25 index of `passages` into `folder` (see the module
+    doc): a killed build keeps its passages on disk and tokenizes again, the fast step."""
+    import bm25s
+    from bm25s.tokenization import Tokenized
+
+    from treeqa.retrievers.bm25 import BM25_DIR, MODEL
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    started = time.perf_counter()
+    staging, state = _stage_passages(passages, folder)
+    token_ids, vocab = _tokenize_all(staging, state["passages"], batch_size, progress)
+    model = bm25s.BM25()
+    model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=progress)
+    model.save(str(staging / BM25_DIR))
+    del token_ids
+    (staging / TOKENS_FILE).unlink()
+    (staging / PROGRESS_FILE).unlink()
+    store.write_manifest(staging, {"kind": "bm25", "model": MODEL, **meta,
+                                   "build_seconds": round(time.perf_counter() - started, 1)}, state["passages"])
     return store.publish(staging, folder)
