@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 DIM = 384
-TYPES = ("Flat", "IVF4096,Flat", "IVF4096,PQ48", "HNSW32")
+TYPES = ("Flat", "IVF4096,Flat", "IVF4096,SQ8", "IVF4096,PQ48", "HNSW32")
 QUERIES = 200
 CLUSTERS = 4096
 WIKIPEDIA = 21_000_000
@@ -107,7 +107,7 @@ def real_recalls(folder: Path, embed) -> dict:
     truth = exact.search(queries, 10)[1]
     nlist = 1 << round(np.log2(4 * np.sqrt(len(vectors))))
     out = {}
-    for index_type in (f"IVF{nlist},Flat", f"IVF{nlist},PQ48", "HNSW32"):
+    for index_type in (f"IVF{nlist},Flat", f"IVF{nlist},SQ8", f"IVF{nlist},PQ48", "HNSW32"):
         index = faiss.index_factory(DIM, index_type, faiss.METRIC_INNER_PRODUCT)
         index.train(vectors)
         index.add(vectors)

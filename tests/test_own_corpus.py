@@ -126,13 +126,16 @@ def hashing_embed_counting(calls):
 def test_index_types_by_size_or_by_name(tmp_path):
     assert streaming.choose_index(99_999) == "Flat"
     assert streaming.choose_index(1_000_000) == "IVF4096,Flat"
-    assert streaming.choose_index(21_000_000).endswith(",PQ48")
+    assert streaming.choose_index(21_000_000).endswith(",SQ8")
     docs = [{"id": f"d{i}", "contents": f"passage {i} on subject {i % 11} and theme {i % 5}"} for i in range(300)]
     path = _write(tmp_path / "c.jsonl", docs)
     ivf = DenseRetriever.for_file(path, tmp_path / "idx", "ivf", index_type="IVF4,Flat", embed_fn=hashing_embed)
     assert type(ivf.index).__name__ == "IndexIVFFlat" and ivf.index.ntotal == 300
     ivf.set_search(nprobe=4)
     assert ivf.index.nprobe == 4
+    sq8 = DenseRetriever.for_file(path, tmp_path / "idx", "sq8", index_type="IVF4,SQ8", embed_fn=hashing_embed)
+    assert type(sq8.index).__name__ == "IndexIVFScalarQuantizer" and sq8.index.ntotal == 300
+    assert sq8.index.search(hashing_embed(["passage 17 on subject 6 and theme 2"]), 1)[1][0][0] == 17
     hnsw = DenseRetriever.for_file(path, tmp_path / "idx", "hnsw", index_type="HNSW16", embed_fn=hashing_embed)
     hnsw.set_search(ef_search=32, nprobe=8)  # nprobe does not apply to HNSW: ignored
     assert hnsw.index.hnsw.efSearch == 32

@@ -68,7 +68,7 @@ def index_build(
     chunk_words: Annotated[int, typer.Option(help="Split longer documents into passages of about this many "
                                                   "words (0: never split).")] = 100,
     index: Annotated[str, typer.Option(help="auto (by size) or a faiss factory string: Flat, IVF1024,Flat, "
-                                            "IVF4096,PQ48, HNSW32.")] = "auto",
+                                            "IVF4096,SQ8, IVF4096,PQ48, HNSW32.")] = "auto",
     batch_size: Annotated[int, typer.Option(help="Passages embedded per batch (and per checkpoint).")] = 256,
     ray: Annotated[str | None, typer.Option(help="With --corpus FILE: embed as a Ray Data job on the cluster at "
                                                  "this address ('local' starts one here; needs the ray extra).")]

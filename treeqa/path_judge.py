@@ -167,8 +167,6 @@ class PathJudge(BaseModel):
         return float(p[best]), [passages[i] for i in paths[best]]
 
 
-# --- the training paths --------------------------------------------------------------------
-
 def check_path_judge(path_judge: dict | None) -> dict | None:
     """A program's `path_judge` setting as given, once it is known to load as a judge."""
     if path_judge is not None:
@@ -185,6 +183,8 @@ def default_embed(texts: list[str]) -> np.ndarray:
 
     return embed(texts)
 
+
+# --- the training paths --------------------------------------------------------------------
 
 def _passage(paragraph: dict) -> Passage:
     from treeqa.annotated import as_passage

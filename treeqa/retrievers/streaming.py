@@ -6,7 +6,8 @@
    after each batch the count of finished rows is saved, so a build killed at any point
    resumes from the last finished batch. Peak RAM is one batch, not the corpus.
 3. The faiss index is chosen by size through `index_factory` (or given): exact (`Flat`) below
-   100k passages, `IVF<n>,Flat` below 2M, `IVF<n>,PQ48` (48 bytes a vector) above; trained on
+   100k passages, `IVF<n>,Flat` below 2M, `IVF<n>,SQ8` (8-bit scalar codes, 384 bytes a vector:
+   recall@10 0.98 on 1M vectors, where `PQ48`'s 48 bytes gave 0.33; `benchmarks/index_scale.md`) above; trained on
    a sample, filled from the array in chunks. `HNSW32` is another choice for millions.
 4. The folder gets its manifest and is published; the array is deleted (the index holds the
    vectors, or their codes).
@@ -47,7 +48,7 @@ def choose_index(n: int) -> str:
     if n < 100_000:
         return "Flat"
     nlist = 1 << round(math.log2(4 * math.sqrt(n)))  # about 4·√n lists, a power of two
-    return f"IVF{nlist},Flat" if n < 2_000_000 else f"IVF{nlist},PQ48"
+    return f"IVF{nlist},Flat" if n < 2_000_000 else f"IVF{nlist},SQ8"
 
 
 def _save_progress(folder: Path, progress: dict) -> None:
