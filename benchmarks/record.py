@@ -5,8 +5,8 @@
 Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa optimize`
 (report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
 (EM and F1 with 95% bootstrap intervals), like pyserini's regression files, and for each
-`--pair A:B` (evaluate runs named by program, optimize runs by folder name, with their
-compiled records) the paired comparison on their common questions. README.md in this
+`--pair A:B` (evaluate runs named by program or folder, optimize runs by folder name, with
+their compiled records) the paired comparison on their common questions. README.md in this
 folder is rebuilt from every YAML here.
 """
 
@@ -52,8 +52,10 @@ def _records_of(run_dir: Path) -> tuple[str, Path]:
 
 def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
     """`A:B` -> the paired comparison of runs A and B (A's gain over B) on EM, F1 and, where
-    both retrieve, recall@15."""
+    both retrieve, recall@15. A run is named by its program (evaluate) or folder (optimize),
+    and always by its folder, which tells two runs of one program apart."""
     by_name = dict(map(_records_of, run_dirs))
+    by_name.update({d.name: records for d, (_, records) in zip(run_dirs, map(_records_of, run_dirs), strict=True)})
     out = {}
     for pair in pairs:
         a, _, b = pair.partition(":")
