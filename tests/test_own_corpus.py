@@ -161,6 +161,13 @@ def test_a_streamed_bm25_index_ranks_as_the_in_memory_one(tmp_path):
     assert not (folder / streaming.TOKENS_FILE).exists() and not list((tmp_path / "idx").glob(".building-*"))
 
 
+def test_a_corpus_of_stopwords_is_a_clear_error(tmp_path):
+    path = _write(tmp_path / "c.jsonl", [{"id": "a", "contents": "the and of"}, {"id": "b", "contents": "it is"}])
+    with pytest.raises(ValueError, match="none of the 2 passages has a word"):
+        BM25Retriever.for_file(path, tmp_path / "idx", "stop")
+    assert not list((tmp_path / "idx").glob(".building-*"))
+
+
 def test_a_killed_bm25_build_keeps_its_passages_and_tokenizes_again(tmp_path, monkeypatch):
     import bm25s
 

@@ -197,8 +197,10 @@ def _tokenize_all(staging: Path, n: int, batch_size: int, progress: bool) -> tup
                 fh.write(doc.tobytes())
                 offsets.append(offsets[-1] + len(doc))
             bar.update(len(texts))
-    flat = (np.memmap(staging / TOKENS_FILE, dtype=np.int32, mode="r") if offsets[-1]  # stays on disk
-            else np.zeros(0, dtype=np.int32))
+    if offsets[-1] == 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ValueError(f"nothing for BM25 to index: none of the {n:,} passages has a word that is not a stopword")
+    flat = np.memmap(staging / TOKENS_FILE, dtype=np.int32, mode="r")  # stays on disk
     return _TokenIds(flat, np.asarray(offsets, dtype=np.int64)), dict(tokenizer.get_vocab_dict())
 
 
