@@ -54,8 +54,10 @@ def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
     """`A:B` -> the paired comparison of runs A and B (A's gain over B) on EM, F1 and, where
     both retrieve, recall@15. A run is named by its program (evaluate) or folder (optimize),
     and always by its folder, which tells two runs of one program apart."""
-    by_name = dict(map(_records_of, run_dirs))
-    by_name.update({d.name: records for d, (_, records) in zip(run_dirs, map(_records_of, run_dirs), strict=True)})
+    by_name = {}
+    for run_dir in run_dirs:
+        name, records = _records_of(run_dir)
+        by_name[name] = by_name[run_dir.name] = records
     out = {}
     for pair in pairs:
         a, _, b = pair.partition(":")
