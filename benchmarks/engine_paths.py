@@ -6,6 +6,9 @@
 2. Prefix states in the RAM cache: two system prompts used alternately (as ask/answer/score
    do), with treeqa's lean states (`treeqa.lm._lean_state`) and with llama-cpp-python's, which
    copy the logits table into every state. Each runs in a fresh process for its peak RSS.
+3. What verifying drafted tokens costs: prompt throughput, one generated token, and a batch of
+   b tokens (what speculative decoding verifies), and how far a batch's logits are from those
+   of one-token steps over the same tokens.
 
     python benchmarks/engine_paths.py [--out benchmarks/engine_paths.md]
 
@@ -83,13 +86,57 @@ def state_case(lean: bool) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
 
+def batch_case() -> dict:
+    import llama_cpp
+    import numpy as np
+
+    from treeqa.lm import model_path
+
+    llama = llama_cpp.Llama(model_path=str(model_path()), n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=512,
+                            logits_all=True, seed=0, verbose=False)
+    prompt = llama.tokenize((REVIEW[0]["content"] + " " + REVIEW[1]["content"] + " ").encode() * 12)[:1000]
+    reply = llama.tokenize(b'{"reasoning": "Arthur\'s Magazine was published in Philadelphia', add_bos=False)[:9]
+
+    def timed(tokens, repeats: int) -> float:
+        """The best seconds of `repeats` evaluations of `tokens` after the current position (kept)."""
+        start, best = llama.n_tokens, float("inf")
+        for _ in range(repeats):
+            llama.n_tokens = start
+            began = time.perf_counter()
+            llama.eval(tokens)
+            best = min(best, time.perf_counter() - began)
+        llama.n_tokens = start
+        return best
+
+    llama.reset()
+    prompt_s = timed(prompt, 2)
+    llama.eval(prompt)
+    step_s = timed(reply[:1], 10)
+    single_logits = []
+    for token in reply:  # one-token steps, each on top of the previous
+        llama.eval([token])
+        single_logits.append(llama.scores[llama.n_tokens - 1].copy())
+    rows = {"prompt_tok_per_s": round(len(prompt) / prompt_s, 1), "step_ms": round(1000 * step_s, 1), "batches": {}}
+    for b in (2, 3, 5, 9):
+        llama.n_tokens = len(prompt)
+        seconds = timed(reply[:b], 10)
+        llama.eval(reply[:b])
+        diff = max(float(np.abs(llama.scores[len(prompt) + i] - single_logits[i]).max()) for i in range(b))
+        same = sum(int(np.argmax(llama.scores[len(prompt) + i]) == np.argmax(single_logits[i])) for i in range(b))
+        rows["batches"][b] = {"ms": round(1000 * seconds, 1), "step_ratio": round(1000 * seconds / rows["step_ms"], 2),
+                              "max_logit_diff": round(diff, 2), "argmax_same": f"{same}/{b}"}
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("engine_paths.md"))
-    parser.add_argument("--case", choices=["grammar", "lean", "stock"], help=argparse.SUPPRESS)
+    parser.add_argument("--case", choices=["grammar", "lean", "stock", "batch"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
-        print(json.dumps(grammar_case() if args.case == "grammar" else state_case(args.case == "lean")))
+        cases = {"grammar": grammar_case, "lean": lambda: state_case(True), "stock": lambda: state_case(False),
+                 "batch": batch_case}
+        print(json.dumps(cases[args.case]()))
         return
 
     def child(case: str) -> dict:
@@ -98,6 +145,7 @@ def main() -> None:
 
     grammar = child("grammar")
     states = {"lean states (treeqa)": child("lean"), "states with the logits table (llama-cpp-python)": child("stock")}
+    batch = child("batch")
     lines = ["# llama.cpp paths: treeqa's vs llama-cpp-python's", "",
              "Command: `python benchmarks/engine_paths.py` "
              f"(run alone, embedded model, {time.strftime('%Y-%m-%d')}).", "",
@@ -109,6 +157,14 @@ def main() -> None:
               "| states | first two calls (s) | resumed call (s) | peak RSS (MB) |", "|---|---|---|---|"]
     lines += [f"| {k} | {v['first_two_calls_s']} | {v['resumed_call_s']} | {v['peak_rss_mb']} |"
               for k, v in states.items()]
+    lines += ["", "## Verifying drafted tokens: a batch of b tokens against one-token steps", "",
+              f"A 1,000-token prompt is computed at {batch['prompt_tok_per_s']} tokens/s; one generated step takes "
+              f"{batch['step_ms']} ms. A batch of b tokens after it (what speculative decoding verifies: the "
+              "last token and b-1 drafts):", "",
+              "| b | ms | x one step | max abs logit difference from one-token steps | argmax equal |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {b} | {v['ms']} | {v['step_ratio']} | {v['max_logit_diff']} | {v['argmax_same']} |"
+              for b, v in batch["batches"].items()]
     text = "\n".join(lines) + "\n"
     args.out.write_text(text)
     print(text)

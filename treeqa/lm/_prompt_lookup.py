@@ -18,19 +18,43 @@ the sampler reads the logits it needs straight from the context.
 
 from __future__ import annotations
 
+import numpy as np
 
-def install(llama, decoding, draft_tokens: int, ngram: int = 3) -> None:
+
+class RecentNgramDraft:
+    """Drafts the tokens that followed the latest earlier occurrence of the text's last n-gram.
+
+    llama-cpp-python's `LlamaPromptLookupDecoding` takes the *first* occurrence and falls back
+    to a single token, so nearly every step drafts something, mostly from the system prompt and
+    mostly wrong. Here only an n-gram of at least `min_ngram` tokens drafts (longest first), from
+    its most recent occurrence: the paragraph or the reply being copied. No match: no draft, and
+    the step costs what a plain step costs.
+    """
+
+    def __init__(self, draft_tokens: int, min_ngram: int = 2, max_ngram: int = 4):
+        self.draft_tokens, self.min_ngram, self.max_ngram = draft_tokens, min_ngram, max_ngram
+
+    def __call__(self, input_ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(input_ids)
+        for n in range(min(self.max_ngram, len(ids) - 1), self.min_ngram - 1, -1):
+            windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], n)  # not the tail itself
+            hits = np.flatnonzero((windows == ids[-n:]).all(axis=1))
+            if len(hits):
+                start = int(hits[-1]) + n
+                return ids[start:start + self.draft_tokens].astype(np.intc)
+        return np.array([], dtype=np.intc)
+
+
+def install(llama, decoding, draft_tokens: int) -> None:
     """Give `llama` a prompt-lookup draft of up to `draft_tokens` tokens and the lean `eval`.
 
     `decoding` (from `_greedy_grammar.install`) marks when a generation starts (its first
     `eval` is the prompt) and collects the counts: prompt tokens evaluated, verification
     batches and drafted tokens.
     """
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
     if draft_tokens < 1:
         raise ValueError(f"draft_tokens must be positive, got {draft_tokens}")
-    llama.draft_model = LlamaPromptLookupDecoding(max_ngram_size=ngram, num_pred_tokens=draft_tokens)
+    llama.draft_model = RecentNgramDraft(draft_tokens)
 
     def lean_eval(tokens) -> None:
         """`Llama.eval`, asking for every position's logits only in a verification batch."""
