@@ -90,28 +90,6 @@ def test_adapter_choice():
     assert type(adapter_for(remote)) is dspy.ChatAdapter
 
 
-def test_lean_prompts_leave_out_the_format_reminder_the_grammar_makes_redundant(settings_env):
-    from treeqa.lm import SchemaJSONAdapter
-    from treeqa.signatures.review import ParagraphReview
-
-    settings_env(lean_prompts=True)
-    local = dspy.LM("local/capture", engine=CapturingEngine({"answer": "x"}), cache=False)
-    adapter = adapter_for(local)
-    assert isinstance(adapter, SchemaJSONAdapter)
-    inputs = {"question": "Q?", "paragraphs": ["A: x"]}
-    lean = adapter.format(ParagraphReview, demos=[], inputs=inputs)
-    full = dspy.JSONAdapter().format(ParagraphReview, demos=[], inputs=inputs)
-    assert lean[0] == full[0]  # the system prompt (a cached prefix) is the same
-    assert "Respond with a JSON object" in full[-1]["content"] and "Respond with" not in lean[-1]["content"]
-    assert lean[-1]["content"].endswith('["A: x"]')  # the prompt ends where the inputs do
-
-    class OpenMapping(dspy.Signature):
-        question: str = dspy.InputField()
-        table: dict[str, int] = dspy.OutputField()
-
-    assert "Respond with" in adapter.format(OpenMapping, demos=[], inputs={"question": "q"})[-1]["content"]
-
-
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_every_predictor_carries_its_signature_budget(name):
     program = build_program(name, tree_retriever())
@@ -216,32 +194,3 @@ def test_asking_for_log_probabilities_leaves_the_reply_unchanged_and_covers_ever
     assert all(step["logprob"] <= 0 and len(step["top_logprobs"]) == LOGPROBS["top_logprobs"] for step in steps)
     assert 0.0 < verdict_probability(scored, "relevant") < 1.0
     assert 0.0 < verdict_probability(scored, "sufficient") < 1.0
-
-
-@pytest.mark.integration
-def test_prompt_lookup_drafts_give_the_same_tokens_as_plain_greedy_decoding():
-    """Drafted tokens are verified in one batch and kept only where greedy decoding agrees: the
-    replies are the same, and on prompts the output copies from, drafts are kept."""
-    from treeqa.lm import LlamaEngine
-    from treeqa.signatures.review import CompleteMissingParagraph, ParagraphReview
-
-    plain = LlamaEngine(kv_cache_mb=0, draft_tokens=0)
-    drafting = LlamaEngine(kv_cache_mb=0, draft_tokens=8)
-    paragraphs = ["Jaws (film): Jaws is a 1975 American thriller film directed by Steven Spielberg and based on "
-                  "the 1974 novel by Peter Benchley.",
-                  "Steven Spielberg: Steven Allan Spielberg (born December 18, 1946) is an American filmmaker, "
-                  "born in Cincinnati, Ohio."]
-    calls = [(ParagraphReview, {"question": "Where was the director of Jaws born?", "paragraphs": paragraphs}),
-             (CompleteMissingParagraph, {"question": "Who wrote the novel Jaws was based on?",
-                                         "paragraphs": paragraphs[:1]})]
-    replies = {}
-    for name, engine in (("plain", plain), ("drafting", drafting)):
-        lm = dspy.LM(f"local/{name}", engine=engine, cache=False, temperature=0.0, num_retries=0)
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            replies[name] = [dspy.Predict(sig)(**inputs).toDict() for sig, inputs in calls]
-    assert replies["drafting"] == replies["plain"]
-    assert drafting.stats.drafted_tokens > 0 and drafting.stats.accepted_tokens > 0
-    assert plain.stats.drafted_tokens == 0
-    # the prompt is counted once, apart from the verification batches (the plain path's count is
-    # inferred from all evaluated tokens and may be one off a call)
-    assert abs(drafting.stats.prompt_tokens_computed - plain.stats.prompt_tokens_computed) <= len(calls)

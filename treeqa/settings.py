@@ -39,14 +39,6 @@ class Settings(BaseSettings):
     ef_search: int = Field(default=64, ge=1, description="HNSW candidates a dense query keeps (approximate indexes).")
     lm_timeout: float = Field(default=120.0, gt=0,
                               description="Seconds an endpoint may take for one call before it counts as failed.")
-    draft_tokens: int = Field(default=0, ge=0,
-                              description="Speculative decoding drafted from the prompt: tokens drafted per "
-                                          "step by the embedded engine (0: off; with 4, ToR ran 15% slower and "
-                                          "changed 8 of 30 answers: benchmarks/lm_cost.md).")
-    lean_prompts: bool = Field(default=False,
-                               description="Under the embedded engine's grammar, leave out DSPy's output-format "
-                                           "reminder after the inputs (on ToR 3% faster, F1 -12 points: "
-                                           "benchmarks/lm_cost.md).")
 
     @property
     def dspy_cache_dir(self) -> Path:

@@ -36,30 +36,12 @@ def secure_cache() -> None:
             _cache_secured = True
 
 
-class SchemaJSONAdapter(dspy.JSONAdapter):
-    """DSPy's JSON adapter for an engine that enforces the output schema with a grammar.
-
-    DSPy ends every request with a reminder of the output format ("Respond with a JSON object
-    in the following order of fields ..."). It follows the inputs, so it is computed anew on
-    every call (20-70 tokens), and the grammar forces the format anyway; here it is left out
-    wherever the schema is closed (DSPy sends a schema, so the grammar applies).
-    """
-
-    def user_message_output_requirements(self, signature):
-        from dspy.adapters.json_adapter import _has_open_ended_mapping  # dspy==3.4.1, pinned
-
-        if _has_open_ended_mapping(signature):  # plain JSON mode: no grammar, keep the reminder
-            return super().user_message_output_requirements(signature)
-        return None
-
-
 def adapter_for(lm: dspy.BaseLM) -> dspy.Adapter:
     """JSON under a grammar where the engine declares schema support (the embedded model), so
-    every output parses (without the redundant format reminder with `TREEQA_LEAN_PROMPTS`);
-    elsewhere DSPy's chat adapter (with its own JSON retry)."""
+    every output parses; elsewhere DSPy's chat adapter (with its own JSON retry)."""
     engine = getattr(lm, "_engine_spec", None)
     if getattr(engine, "supports_response_schema", False):
-        return SchemaJSONAdapter() if get_settings().lean_prompts else dspy.JSONAdapter()
+        return dspy.JSONAdapter()
     return dspy.ChatAdapter()
 
 
@@ -105,7 +87,7 @@ def is_embedded(lm) -> bool:
     return isinstance(getattr(lm, "_engine_spec", None), LlamaEngine)
 
 
-__all__ = ["LOCAL_NAMES", "EngineStats", "LlamaEngine", "ModelCorruptError", "ModelMissingError", "SchemaJSONAdapter",
+__all__ = ["LOCAL_NAMES", "EngineStats", "LlamaEngine", "ModelCorruptError", "ModelMissingError",
            "adapter_for",
            "configure", "get_lm", "install_model", "is_embedded", "local_engine", "local_model_id", "model_path",
            "request_messages", "secure_cache"]

@@ -17,7 +17,6 @@ from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 from treeqa.lm import _greedy_grammar as greedy_grammar
 from treeqa.lm import _lean_state as lean_state
-from treeqa.lm import _prompt_lookup as prompt_lookup
 from treeqa.lm import _weights as local_model
 from treeqa.settings import get_settings
 
@@ -30,8 +29,6 @@ class EngineStats:
     prompt_tokens: int = 0
     prompt_tokens_computed: int = 0
     completion_tokens: int = 0
-    drafted_tokens: int = 0  # prompt-lookup drafts verified (TREEQA_DRAFT_TOKENS)
-    accepted_tokens: int = 0  # of those, kept
     seconds: float = 0.0
     per_call: list[dict] = field(default_factory=list, repr=False)
 
@@ -80,7 +77,7 @@ class LlamaEngine:
 
     def __init__(self, model_path: Path | None = None, n_threads: int | None = None,
                  n_ctx: int | None = None, kv_cache_mb: int | None = None, max_tokens: int | None = None,
-                 draft_tokens: int | None = None, llama=None):
+                 llama=None):
         settings = get_settings()
         self.max_tokens = max_tokens or settings.max_tokens
         self.stats = EngineStats()
@@ -89,14 +86,13 @@ class LlamaEngine:
         if llama is None:
             llama = self._load(model_path or local_model.model_path(), n_threads or settings.threads,
                                n_ctx or settings.context_size,
-                               settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb,
-                               settings.draft_tokens if draft_tokens is None else draft_tokens)
+                               settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb)
         self.llama = llama
         self._decoding = getattr(llama, "treeqa_decoding", None)  # set by greedy_grammar.install
         self._count_evaluated_tokens()
 
     @staticmethod
-    def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int, draft_tokens: int = 0):
+    def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int):
         import llama_cpp
 
         llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
@@ -105,8 +101,6 @@ class LlamaEngine:
             llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=kv_cache_mb << 20))
         lean_state.install(llama)
         llama.treeqa_decoding = greedy_grammar.install(llama)
-        if draft_tokens > 0:
-            prompt_lookup.install(llama, llama.treeqa_decoding, draft_tokens)
         return llama
 
     def _count_evaluated_tokens(self) -> None:
@@ -139,11 +133,8 @@ class LlamaEngine:
             else:
                 kwargs["response_format"] = {"type": "json_object"}
         wants_logprobs = config.logprobs is not None and not config.temperature and self._decoding is not None
-        drafting = getattr(self.llama, "draft_model", None) is not None and self._decoding is not None
         with self._lock:
             self._evaluated = 0
-            if drafting:
-                self._decoding.reset_counts()
             if wants_logprobs:
                 self._decoding.top_logprobs = min(int(config.logprobs), self.MAX_TOP_LOGPROBS)
             started = time.perf_counter()
@@ -155,17 +146,11 @@ class LlamaEngine:
             seconds = time.perf_counter() - started
             evaluated = self._evaluated
             sampler = self._decoding.last if wants_logprobs else None
-            counts = (self._decoding.prompt_evaluated, self._decoding.verify_batches,
-                      self._decoding.drafted) if drafting else None
         usage = out.get("usage") or {}
         prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
-        if counts is not None:
-            self._record_drafts(*counts, completion)
         logprobs = self._token_logprobs(sampler.logprobs[:completion]) if sampler is not None else None
-        if counts is not None:  # the prompt batch is counted apart from the verification batches
-            computed = min(prompt, counts[0])
-        else:  # generated tokens are fed back one by one, except the last one
-            computed = min(prompt, max(0, evaluated - max(0, completion - 1))) if evaluated else prompt
+        # generated tokens are fed back one by one, except the last one
+        computed = min(prompt, max(0, evaluated - max(0, completion - 1))) if evaluated else prompt
         self._record(prompt, computed, completion, seconds)
         choice = out["choices"][0]
         return Response(
@@ -202,12 +187,6 @@ class LlamaEngine:
         from llama_cpp import LlamaGrammar
 
         return LlamaGrammar.from_json_schema(schema_json, verbose=False)
-
-    def _record_drafts(self, prompt_evaluated: int, verify_batches: int, drafted: int, completion: int) -> None:
-        """Drafts kept: every generated token after the first came from a verification batch,
-        one from its own position and the rest from kept drafts."""
-        self.stats.drafted_tokens += drafted
-        self.stats.accepted_tokens += min(drafted, max(0, completion - 1 - verify_batches))
 
     def _record(self, prompt: int, computed: int, completion: int, seconds: float) -> None:
         s = self.stats

@@ -102,19 +102,11 @@ def token_logprobs(logits: np.ndarray, token: int, top: int) -> tuple[int, float
 
 
 class Decoding:
-    """What the engine tells the sampler for the next request, the sampler it got back, and
-    (with prompt-lookup drafts, `_prompt_lookup`) what the generation evaluated."""
+    """What the engine tells the sampler for the next request, and the sampler it got back."""
 
     def __init__(self):
         self.top_logprobs: int | None = None
         self.last: GreedyGrammarSampler | None = None
-        self.prompt_pending = False  # a generation has started: its next eval is the prompt
-        self.reset_counts()
-
-    def reset_counts(self) -> None:
-        self.prompt_evaluated = 0
-        self.verify_batches = 0
-        self.drafted = 0
 
 
 def install(llama) -> Decoding:
@@ -128,7 +120,6 @@ def install(llama) -> Decoding:
                  and kwargs.get("repeat_penalty", 1.0) == 1.0 and not kwargs.get("frequency_penalty")
                  and not kwargs.get("presence_penalty") and not kwargs.get("mirostat_mode"))
         decoding.last = None
-        decoding.prompt_pending = True  # generate() makes its sampler before evaluating the prompt
         if plain and (kwargs.get("grammar") is not None or decoding.top_logprobs is not None):
             decoding.last = GreedyGrammarSampler(llama, kwargs.get("grammar"), decoding.top_logprobs)
             return decoding.last
