@@ -107,8 +107,9 @@ def rebuild_readme() -> None:
     (HERE / "README.md").write_text(
         "# Benchmarks\n\nEvery figure below was measured on a 2-core CPU with the embedded model "
         "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) unless the YAML says otherwise; each YAML file holds the exact "
-        "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md` and `foundation.md` are "
-        "the speed benchmarks; `index_scale.md` (this CPU) and `embed_gpu.md` (one H100) the indexing ones; "
+        "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md`, `prefix_reuse.md` and "
+        "`foundation.md` are the speed benchmarks (`drafts.md`: speculative decoding, measured and removed); "
+        "`index_scale.md` (this CPU) and `embed_gpu.md` (one H100) the indexing ones; "
         "`path_judge.md` measures the compiled path judge on annotated dev paths and `decisions*.md` how the "
         "searches decided; `faults.md` lists the faults tried and what happens now.\n\n"
         "EM and F1 carry 95% bootstrap intervals over the questions (10,000 seeded resamples). On 30 questions "

@@ -87,7 +87,6 @@ def is_embedded(lm) -> bool:
     return isinstance(getattr(lm, "_engine_spec", None), LlamaEngine)
 
 
-__all__ = ["LOCAL_NAMES", "EngineStats", "LlamaEngine", "ModelCorruptError", "ModelMissingError",
-           "adapter_for",
+__all__ = ["LOCAL_NAMES", "EngineStats", "LlamaEngine", "ModelCorruptError", "ModelMissingError", "adapter_for",
            "configure", "get_lm", "install_model", "is_embedded", "local_engine", "local_model_id", "model_path",
            "request_messages", "secure_cache"]
