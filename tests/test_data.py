@@ -45,6 +45,12 @@ def test_sampling_is_seeded_and_extends(settings_env):
     assert [x.id for x in a] == [x.id for x in b]
     assert [x.id for x in c[:20]] == [x.id for x in a]
     assert [x.id for x in load_examples("nq", "test", n=20, seed=4)] != [x.id for x in a]
+    # skip leaves out the first ones of the same order: a sample beyond the examined ones
+    d = load_examples("nq", "test", n=20, seed=3, skip=20)
+    assert [x.id for x in d] == [x.id for x in c[20:]]
+    assert not {x.id for x in d} & {x.id for x in a}
+    with pytest.raises(ValueError, match="none left after skipping"):
+        load_examples("nq", "test", n=5, seed=3, skip=10_000)
 
 
 def test_unknown_names_are_clear(fixture_data):

@@ -188,7 +188,7 @@ def test_4_an_always_failing_lm_scores_zero_even_on_empty_golds(fixture_data, tm
 
     monkeypatch.setenv("TREEQA_DATA_DIR", str(tmp_path / "data"))
     get_settings.cache_clear()
-    result = run_evaluation(EvalSpec(program="direct", dataset="nq", split="test", n=3), tmp_path / "R")
+    result = run_evaluation(EvalSpec(program="direct", dataset="nq", split="test", n=2), tmp_path / "R")
     assert result["summary"]["n"] == 2 and result["summary"]["em"] == 0.0  # "The" skipped, 1990 read as text
 
 

@@ -51,6 +51,13 @@ def test_run_evaluation_writes_and_resumes(fixture_data, tmp_path, monkeypatch):
     assert len((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()) == 2
 
 
+def test_skip_is_part_of_the_spec_only_when_set():
+    plain = EvalSpec(program="direct", n=2)
+    assert "skip" not in plain.decisive()  # earlier runs keep their keys and folders
+    skipped = EvalSpec(program="direct", n=2, skip=100)
+    assert skipped.key() != plain.key() and "skip100" in str(skipped.default_out())
+
+
 def test_a_folder_holds_one_spec(fixture_data, tmp_path, monkeypatch):
     lm = DummyLM({"Rigi": {"answer": "Lake Zurich"}, "Weggis": {"answer": "no"}})
     monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)

@@ -24,6 +24,14 @@ app.add_typer(model_app, name="model")
 app.add_typer(index_app, name="index")
 
 
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters and direction marks (a model's reply or a
+    corpus may hold escapes, a bell, a right-to-left override) shown as escapes, not obeyed."""
+    from treeqa.signatures.answer import UNPRINTABLE
+
+    return UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _fail(message: str | BaseException) -> None:
     """Print the error (a pydantic error as its messages alone) and exit with status 1."""
     from pydantic import ValidationError
@@ -136,9 +144,12 @@ def evaluate_cmd(
                                                    "multi-hop sets, test for nq, triviaqa and webq).")] = None,
     n: Annotated[int, typer.Option("--n", "--dev", help="Number of questions (seeded sample).")] = 30,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    skip: Annotated[int, typer.Option(help="Leave out the first SKIP questions of the seeded order (a sample "
+                                           "already examined), taking the next N.")] = 0,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    retriever: Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
+                                                       "program was compiled with).")] = None,
     corpus: Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index "
                                                     "build --corpus FILE --name NAME`) instead.")] = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_NAMES}.")] = None,
@@ -156,6 +167,8 @@ def evaluate_cmd(
                                                                "recorded as failed and the run goes on.")] = None,
 ) -> None:
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
+    retriever_given = retriever is not None
+    retriever = retriever or "dense"
     from treeqa.compiled import load_program, read_recipe, recipe_settings
     from treeqa.evaluation import RunAborted
     from treeqa.runs import EvalSpec, run_evaluation
@@ -165,14 +178,23 @@ def evaluate_cmd(
         params = parse_params(param)
         if compiled:
             recipe, _ = read_recipe(compiled)
-            loaded = load_program(compiled, expect=program)
+            # the program searches what it was compiled against unless told otherwise, and the
+            # spec (and so the summary and recall@15) must say what it searched
+            retriever = retriever if retriever_given else recipe.get("retriever", "dense")
+            corpus = corpus or recipe.get("corpus")
+            index = None
+            if corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense"):
+                from treeqa.retrievers import get_retriever
+
+                index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
+            loaded = load_program(compiled, retriever=index, expect=program)
             program = recipe["program"]
             params, preset = recipe_settings(recipe)
             params = {**params, "_compiled": str(Path(compiled).resolve())}
         if program is None:
             _fail("name a --program, or give a --compiled file")
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
-                        lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
+                        skip=skip, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
                         params=params, threads=threads, cache=cache)
         result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None,
                                 question_budget=question_budget)
@@ -246,6 +268,8 @@ def ask(
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     tree: Annotated[bool, typer.Option("--tree", help="Also print the search tree.")] = False,
+    cache: Annotated[bool, typer.Option(help="Answer from DSPy's response cache when this question was asked "
+                                             "before (kept per model and endpoint).")] = True,
 ) -> None:
     """Answer one question with a compiled program (or a zero-shot one) and print the answer."""
     import json
@@ -266,23 +290,24 @@ def ask(
 
             index = get_retriever(dataset, retriever, corpus=corpus) if uses_retriever(program) else None
             qa = build_program(program, index)
-        model = get_lm(lm, api_base=api_base)
+        model = get_lm(lm, api_base=api_base, cache=cache)
         with dspy.context(lm=model, adapter=adapter_for(model)):
             prediction = qa(question=question)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     failures = getattr(prediction, "failures", None) or []
     for failure in failures:
-        typer.secho(f"failed call: {failure}", fg=typer.colors.YELLOW, err=True)
+        typer.secho(printable(f"failed call: {failure}"), fg=typer.colors.YELLOW, err=True)
     if not prediction.answer:
         _fail(f"no answer: {len(failures)} LM call(s) failed" if failures else "the program gave an empty answer")
-    typer.echo(prediction.answer)
+    typer.echo(printable(prediction.answer))
     if tree:
-        typer.echo(json.dumps(getattr(prediction, "tree", None), indent=2, ensure_ascii=False, default=str))
+        typer.echo(printable(json.dumps(getattr(prediction, "tree", None), indent=2, ensure_ascii=False,
+                                        default=str)))
 
 
 def load_served(compiled: str | None, program: str, dataset: str, retriever: str, lm: str, api_base: str | None,
-                corpus: str | None = None):
+                corpus: str | None = None, cache: bool = True):
     """(served program, LM, program info) for `serve` and `ask`: a compiled file, or a zero-shot program."""
     from treeqa.compiled import load_program, read_recipe
     from treeqa.lm import adapter_for, get_lm
@@ -299,7 +324,7 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
         index = get_retriever(dataset, retriever, corpus=corpus) if uses_retriever(program) else None
         qa = build_program(program, index)
         dataset = (corpus or dataset) if uses_retriever(program) else None
-    model = get_lm(lm, api_base=api_base)
+    model = get_lm(lm, api_base=api_base, cache=cache)
     return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, recipe))
 
 
@@ -318,6 +343,8 @@ def serve(
     concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
     queue: Annotated[int, typer.Option(help="Requests that may wait; more get 503.")] = 8,
     time_limit: Annotated[float, typer.Option(help="Seconds a request may take, waiting included (504).")] = 300.0,
+    cache: Annotated[bool, typer.Option(help="Answer a question asked before from DSPy's response cache "
+                                             "(kept per model and endpoint).")] = True,
 ) -> None:
     """Serve a program over HTTP: POST /v1/ask, a streaming /v1/ask/stream, and a page at /."""
     import uvicorn
@@ -325,8 +352,11 @@ def serve(
     from treeqa.lm import is_embedded
     from treeqa.serving import create_app
 
+    if concurrency < 1 or queue < 0 or not time_limit > 0:
+        _fail(f"--concurrency must be 1 or more (got {concurrency}), --queue 0 or more (got {queue}) and "
+              f"--time-limit a positive number of seconds (got {time_limit:g})")
     try:
-        served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus)
+        served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus, cache=cache)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     if is_embedded(served.lm) and concurrency > 1:
@@ -358,6 +388,8 @@ def optimize_cmd(
     optimizer: Annotated[str, typer.Option(help=f"One of {', '.join(OPTIMIZERS)}.")] = "bootstrap",
     train: Annotated[int, typer.Option(help="Training questions to compile on.")] = 20,
     dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 20,
+    skip: Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a "
+                                           "sample already examined), taking the next DEV.")] = 0,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
@@ -389,8 +421,8 @@ def optimize_cmd(
 
     try:
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train=train, dev=dev, seed=seed,
-                            lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever, corpus=corpus,
-                            threads=threads,
+                            skip=skip, lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever,
+                            corpus=corpus, threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
                             cache=cache, zero_shot_from=zero_shot_from)

@@ -24,6 +24,11 @@ import dspy
 
 FORMAT = 2
 _SCALARS = (str, int, float, bool, type(None))
+# bounds on what a file may make every prompt carry (a real compile: 3 demos of ~1.5 KB, ~16 KB a file)
+MAX_FILE_BYTES = 4 << 20
+MAX_DEMOS = 32  # per predictor
+MAX_DEMO_CHARS = 20_000  # one demo, all its fields
+MAX_INSTRUCTION_CHARS = 20_000
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +60,19 @@ def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise CompiledProgramError(f"{path}: only .json compiled programs are loaded (pickles are never read)")
     if not path.is_file():
         raise CompiledProgramError(f"{path}: no such compiled program")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise CompiledProgramError(f"{path}: {size:,} bytes; a compiled program is at most {MAX_FILE_BYTES:,}")
     try:
-        state = json.loads(path.read_text())
+        state = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise CompiledProgramError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise CompiledProgramError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError:
+        raise CompiledProgramError(f"{path}: nested too deeply to be a compiled program") from None
+    except ValueError as exc:  # NaN or Infinity
+        raise CompiledProgramError(f"{path}: {exc}") from None
     recipe = state.get("treeqa") if isinstance(state, dict) else None
     if not isinstance(recipe, dict) or "program" not in recipe:
         raise CompiledProgramError(f"{path}: not a treeqa compiled program (no 'treeqa' section); "
@@ -67,6 +81,12 @@ def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise CompiledProgramError(f"{path}: format {recipe.get('format')!r} is newer than this treeqa reads "
                                    f"({FORMAT}); upgrade treeqa")
     return recipe, state
+
+
+def _no_constant(name: str):
+    """Python's json reads NaN and Infinity; a compiled file holds finite numbers only (a NaN
+    judge weight would reject every paragraph, and NaN is not JSON for the clients)."""
+    raise ValueError(f"{name} is not a finite number; a compiled file holds finite numbers only")
 
 
 def recipe_settings(recipe: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -95,12 +115,16 @@ def _trusted_demo(demo, fields: set[str], where: str) -> dict:
         raise CompiledProgramError(f"{where}: a demo has fields the signature lacks: {', '.join(sorted(unknown))}")
     if not all(_json_value(v) for v in demo.values()):
         raise CompiledProgramError(f"{where}: demo values must be plain JSON values")
+    if len(json.dumps(demo)) > MAX_DEMO_CHARS:
+        raise CompiledProgramError(f"{where}: a demo over {MAX_DEMO_CHARS:,} characters")
     return demo
 
 
 def _trusted_signature(signature, fields: set[str], where: str) -> dict:
     if not isinstance(signature, dict) or not isinstance(signature.get("instructions"), str):
         raise CompiledProgramError(f"{where}: 'signature' needs 'instructions' as text")
+    if len(signature["instructions"]) > MAX_INSTRUCTION_CHARS:
+        raise CompiledProgramError(f"{where}: instructions over {MAX_INSTRUCTION_CHARS:,} characters")
     out_fields = []
     for field in signature.get("fields") or []:
         if not isinstance(field, dict) or not all(isinstance(field.get(k, ""), str) for k in ("prefix", "description")):
@@ -130,6 +154,9 @@ def trusted_state(program: dspy.Module, state: dict, path: str | Path) -> dict:
         demos = entry.get("demos") or []
         if not isinstance(demos, list):
             raise CompiledProgramError(f"{where}: 'demos' must be a list")
+        if len(demos) > MAX_DEMOS:
+            raise CompiledProgramError(f"{where}: {len(demos):,} demos; at most {MAX_DEMOS} a predictor "
+                                       "(each one goes into every prompt)")
         decisions = entry.get("fields") or {}  # DSPy's decision-field settings (thresholds): plain numbers
         if not isinstance(decisions, dict) or not _json_value(decisions):
             raise CompiledProgramError(f"{where}: 'fields' must be an object of plain JSON values")

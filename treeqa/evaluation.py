@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -130,10 +131,14 @@ def run_with_budget(run: Callable[[], dict], example: dspy.Example, budget: floa
     return result.get("record") or over_budget(example, budget)
 
 
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def read_records(path: Path) -> list[dict]:
     """Records of an earlier run, one per question id (a later line for an id replaces an
     earlier one). A line that cannot be a record (torn by a kill mid-write, not UTF-8, not a
-    JSON object with an `id`) is skipped with a warning naming the file and line."""
+    JSON object with an `id` and numeric `em` and `f1`) is skipped with a warning naming the file and line."""
     if not path.is_file():
         return []
     records: dict[str, dict] = {}
@@ -148,6 +153,9 @@ def read_records(path: Path) -> list[dict]:
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("id"), str):
                 log.warning("%s, line %d: skipped, a record needs a string id", path, lineno)
+                continue
+            if not all(_finite_number(record.get(key)) for key in ("em", "f1")):
+                log.warning("%s, line %d: skipped, a record needs numbers 'em' and 'f1'", path, lineno)
                 continue
             records[record["id"]] = record
     return list(records.values())

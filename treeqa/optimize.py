@@ -29,6 +29,7 @@ from treeqa.runs import (
     data_line,
     markdown_table,
     run_evaluation,
+    select_examples,
     versions,
 )
 from treeqa.stats import compare_records
@@ -112,6 +113,7 @@ class OptimizeSpec(BaseModel):
     train: int = Field(20, ge=1)
     dev: int = Field(20, ge=1)  # with train=20, `make demo` takes about 30 minutes on 2 cores
     seed: int = 0
+    skip: int = Field(0, ge=0)  # dev questions left out at the start of the seeded order (already examined)
     lm: str = "local"
     api_base: str | None = None
     teacher_lm: str | None = None
@@ -154,14 +156,14 @@ class OptimizeSpec(BaseModel):
     def eval_spec(self) -> EvalSpec:
         _, dev_split = splits_for(self.dataset)
         return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
-                        lm=self.lm, api_base=self.api_base, retriever=self.retriever, corpus=self.corpus,
-                        preset=self.preset,
+                        skip=self.skip, lm=self.lm, api_base=self.api_base, retriever=self.retriever,
+                        corpus=self.corpus, preset=self.preset,
                         params=self.params, threads=self.threads, cache=self.cache)
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
-        key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(
-            exclude={"threads", "api_base", "cache", "zero_shot_from"})}).key()
+        exclude = {"threads", "api_base", "cache", "zero_shot_from"} | ({"skip"} if not self.skip else set())
+        key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(exclude=exclude)}).key()
         return RUNS_DIR / "optimize" / f"{self.dataset}-{label}-{self.optimizer}-{key}"
 
     def tuning(self) -> dict[str, int]:
@@ -249,11 +251,20 @@ def changed_instructions(before: dspy.Module, after: dspy.Module) -> list[str]:
     return [name for name, p in after.named_predictors() if old.get(name) != p.signature.instructions]
 
 
+def check_compiled_matches(compile_info: dict, spec: OptimizeSpec, path: Path) -> None:
+    """A compiled.json found in the folder must be what this spec would compile: a folder that
+    lost its spec.json must not report another optimizer's program under this one's name."""
+    wanted = {"optimizer": spec.optimizer, "train": spec.train}
+    found = {key: compile_info.get(key) for key in wanted}
+    if found != wanted:
+        raise ValueError(f"{path} was compiled with {found['optimizer']!r} on {found['train']} train questions, "
+                         f"not {spec.optimizer!r} on {spec.train}: use another --out")
+
+
 def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only: bool = False,
                  echo=print) -> dict[str, Any]:
     """Zero-shot eval, compile on train against EM, compiled eval, report; resumable."""
-    from treeqa.compiled import load_program, save_compiled
-    from treeqa.data import load_examples
+    from treeqa.compiled import load_program, read_recipe, save_compiled
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
@@ -262,7 +273,14 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         raise ValueError(f"unknown optimizer {spec.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     out_dir = Path(out) if out else spec.default_out()
     train_split, dev_split = splits_for(spec.dataset)
-    trainset = load_examples(spec.dataset, train_split, n=spec.train, seed=spec.seed)
+    calls = plan(spec)
+    echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
+         f"zero-shot ≤ {calls['zero_shot_max']:,}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
+         f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}")
+    if plan_only:  # computed from the settings: no data read, no index built, no model loaded
+        return {"plan": calls, "out": out_dir}
+    trainset = select_examples(spec.dataset, train_split, spec.train, spec.seed, option="--train")
+    select_examples(spec.dataset, dev_split, spec.dev, spec.seed, spec.skip, option="--dev")
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
     fit_on, valset = gepa_split(trainset) if spec.optimizer == "gepa" else (trainset, None)
@@ -273,12 +291,6 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
             raise ValueError(f"--optimizer annotated: none of the {len(trainset)} {spec.dataset} {train_split} "
                              "questions has two or more annotated gold paragraphs (hotpotqa, 2wikimultihopqa "
                              "and musique have them)")
-    calls = plan(spec)
-    echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
-         f"zero-shot ≤ {calls['zero_shot_max']:,}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
-         f"{len(trainset)} train), compiled ≤ {calls['compiled_max']:,}")
-    if plan_only:  # computed from the settings: no index is built, no model loaded
-        return {"plan": calls, "out": out_dir}
     needs_index = uses_retriever(spec.program, spec.params, spec.preset)
     retriever = get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus) if needs_index else None
     program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
@@ -292,6 +304,9 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         if earlier.model_dump(exclude=decisive) != spec.model_dump(exclude=decisive):
             raise ValueError(f"{out_dir} holds an optimize run of another spec ({earlier.optimizer} on "
                              f"{earlier.program}, train {earlier.train}, dev {earlier.dev}): use another --out")
+    if (out_dir / "compiled.json").is_file():  # checked before spec.json is (re)written
+        check_compiled_matches(read_recipe(out_dir / "compiled.json")[0].get("compile") or {}, spec,
+                               out_dir / "compiled.json")
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(spec.model_dump_json(indent=2))
     eval_spec = spec.eval_spec()
@@ -309,7 +324,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     if compiled_path.is_file():
         echo(f"[2/3] compiled program found at {compiled_path}: loading it")
         compiled = load_program(compiled_path, retriever=retriever, expect=spec.program)
-        compile_info = json.loads(compiled_path.read_text())["treeqa"].get("compile", {})
+        compile_info = read_recipe(compiled_path)[0].get("compile") or {}
     else:
         echo(f"[2/3] compiling with {spec.optimizer} on {len(trainset)} {spec.dataset} {train_split} questions")
         teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None

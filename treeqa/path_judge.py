@@ -105,7 +105,7 @@ def path_features(question: str, passages: Sequence[Passage], vectors: np.ndarra
 class Logit(BaseModel):
     """One logistic regression on standardised features, with the cut that decides."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN weights would reject everything
     mean: list[float]
     scale: list[float]
     coef: list[float]
@@ -129,7 +129,7 @@ class Logit(BaseModel):
 class PathJudge(BaseModel):
     """The two decisions of a ToR review, as plain numbers (what `compiled.json` stores)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN weights would reject everything
     features: list[str] = Field(default_factory=lambda: list(FEATURES))
     relevance: Logit
     sufficiency: Logit

@@ -45,6 +45,7 @@ class EvalSpec(BaseModel):
     split: str = "dev"
     n: int = Field(30, ge=1)
     seed: int = 0
+    skip: int = Field(0, ge=0)  # leave out the first `skip` of the seeded order (questions already examined)
     lm: str = "local"
     api_base: str | None = None
     retriever: str = "dense"
@@ -71,6 +72,8 @@ class EvalSpec(BaseModel):
         out = self.model_dump(exclude={"threads", "api_base", "cache"})
         if out["corpus"] is None:
             del out["corpus"]
+        if not out["skip"]:
+            del out["skip"]
         return out
 
     def key(self) -> str:
@@ -78,7 +81,8 @@ class EvalSpec(BaseModel):
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
-        return RUNS_DIR / f"{self.dataset}-{self.split}-n{self.n}-s{self.seed}" / f"{label}-{self.key()}"
+        skipped = f"-skip{self.skip}" if self.skip else ""
+        return RUNS_DIR / f"{self.dataset}-{self.split}-n{self.n}-s{self.seed}{skipped}" / f"{label}-{self.key()}"
 
 
 def versions() -> dict[str, str]:
@@ -158,6 +162,14 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
         if earlier.key() != spec.key():
             raise ValueError(f"{out_dir} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
+    else:  # no spec.json (deleted, or a copied folder): the records' keys say whose folder it is
+        from treeqa.evaluation import read_records
+
+        keys = {r.get("run") for r in read_records(out_dir / "predictions.jsonl")} - {None, spec.key()}
+        if keys:
+            raise ValueError(f"{out_dir} has no spec.json but holds records of another spec "
+                             f"({', '.join(sorted(map(str, keys)))}; this one is {spec.key()}): "
+                             "use another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(spec.model_dump_json(indent=2))
 
@@ -206,27 +218,46 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
     the questions whose records hold a failed LM call or an error; `max_errors` stops the
     run after that many questions in a row whose LM calls all failed.
     """
+    if max_errors is not None and max_errors < 0:
+        raise ValueError(f"--max-errors must be 0 (never stop) or more, got {max_errors}")
+    if question_budget is not None and not question_budget > 0:
+        raise ValueError(f"--question-budget must be a positive number of seconds, got {question_budget}")
+    examples = select_examples(spec.dataset, spec.split, spec.n, spec.seed, spec.skip, option="--n")
     out_dir = Path(out) if out else spec.default_out()
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file, not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir):
         claim_folder(out_dir, spec)
-        return _run_locked(spec, out_dir, program, retry_failed, max_errors, question_budget)
+        return _run_locked(spec, examples, out_dir, program, retry_failed, max_errors, question_budget)
 
 
-def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_errors: int | None,
-                question_budget: float | None) -> dict[str, Any]:
+def select_examples(dataset: str, split: str, n: int, seed: int, skip: int = 0, option: str = "--n") -> list:
+    """The seeded sample a spec names; asking for more questions than the split holds is an
+    error (a spec that says 100000 must not silently mean 297)."""
+    from treeqa.data import load_examples
+
+    examples = load_examples(dataset, split, n=n, seed=seed, skip=skip)
+    if len(examples) < n:
+        after = f" after skipping {skip}" if skip else ""
+        raise ValueError(f"{option} {n}: {dataset} {split} has {len(examples)} questions{after}; "
+                         f"ask for at most {len(examples)}")
+    return examples
+
+
+def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_failed: bool,
+                max_errors: int | None, question_budget: float | None) -> dict[str, Any]:
     import dspy
 
-    from treeqa.data import SPLITS, corpus_description, load_examples
+    from treeqa.data import SPLITS, corpus_description
     from treeqa.decisions import decisions
     from treeqa.evaluation import evaluate
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
 
-    examples = load_examples(spec.dataset, spec.split, n=spec.n, seed=spec.seed)
+    if spec.corpus:  # gold ids name the dataset's pooled paragraphs: another corpus cannot be scored on them
+        examples = [ex.copy(gold_ids=[]) for ex in examples]
     lm = get_lm(spec.lm, api_base=spec.api_base, cache=spec.cache)
     inner, outer = split_threads(spec.program, spec.threads, lm)
     retriever_used = uses_retriever(spec.program, spec.params, spec.preset)
@@ -246,7 +277,8 @@ def _run_locked(spec: EvalSpec, out_dir: Path, program, retry_failed: bool, max_
     judged = decisions(spec.program, result["records"], gold)
     if judged is not None:
         result["summary"]["decisions"] = judged
-    data = {"split": spec.split, "questions": f"{len(examples)} seeded (seed {spec.seed}) from "
+    after = f", after the first {spec.skip}" if spec.skip else ""
+    data = {"split": spec.split, "questions": f"{len(examples)} seeded (seed {spec.seed}{after}) from "
                                               f"{SPLITS[spec.dataset][spec.split].path}"}
     if retriever_used:
         data["corpus"] = f"your corpus {spec.corpus!r}" if spec.corpus else corpus_description(spec.dataset)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,16 @@ def read_jsonl_corpus(path: str | Path, chunk_words: int | None = DEFAULT_CHUNK_
         raise DataError(f"{path}: no such corpus file")
     if chunk_words is not None and chunk_words < 10:
         raise DataError(f"chunk_words must be at least 10, got {chunk_words}")
+    try:
+        yield from _passages(path, chunk_words)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a torn download or a file that only says .gz
+        raise DataError(f"{path}: not a complete gzip file ({exc or type(exc).__name__}); "
+                        "compress it again, or drop the .gz suffix if it is plain JSONL") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the corpus ({exc.strerror or exc})") from None
+
+
+def _passages(path: Path, chunk_words: int | None) -> Iterator[Passage]:
     seen: set[str] = set()
     with _open(path) as fh:
         for lineno, raw in enumerate(fh, start=1):

@@ -342,6 +342,13 @@ def sample(examples: list, n: int | None, seed: int = 0) -> list:
     return [examples[i] for i in order[:n]]
 
 
-def load_examples(dataset: str, split: str, n: int | None = None, seed: int = 0) -> list[dspy.Example]:
-    """`n` examples of `dataset`/`split` (all when n is None), sampled deterministically by seed."""
-    return sample(load_split(dataset, split), n, seed)
+def load_examples(dataset: str, split: str, n: int | None = None, seed: int = 0,
+                  skip: int = 0) -> list[dspy.Example]:
+    """`n` examples of `dataset`/`split` (all when n is None), sampled deterministically by seed;
+    `skip` leaves out the first ones of that order (a sample already examined while designing)."""
+    if skip < 0:
+        raise ValueError(f"skip must be non-negative, got {skip}")
+    examples = load_split(dataset, split)
+    if skip >= len(examples):
+        raise ValueError(f"{dataset} {split} has {len(examples)} questions: none left after skipping {skip}")
+    return sample(examples, None if n is None else n + skip, seed)[skip:]

@@ -105,7 +105,11 @@ class DenseRetriever(Retriever):
         if not store.is_complete(folder):
             raise IndexMissingError(f"no dense index at {folder}; build it with `treeqa index build`")
         passages, _ = store.read_passages(folder)  # checks every file against the manifest
-        index = faiss.read_index(str(folder / INDEX_FILE))
+        try:
+            index = faiss.read_index(str(folder / INDEX_FILE))
+        except RuntimeError as exc:  # faiss says why in a C++ traceback: keep its first line
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
+            raise store.IndexCorruptError(f"{folder / INDEX_FILE}: not a faiss index ({reason[:200]})") from None
         if index.ntotal != len(passages):
             raise store.IndexCorruptError(f"{folder}: {index.ntotal} vectors for {len(passages)} passages")
         retriever = cls(passages, index)

@@ -99,6 +99,8 @@ def verify(folder: Path) -> dict:
         raise IndexCorruptError(f"{folder}: the manifest lists no files (an index from before manifests)")
     for name, expected in files.items():
         path = folder / name
+        if not isinstance(expected, dict) or Path(name).is_absolute() or ".." in Path(name).parts:
+            raise IndexCorruptError(f"{folder / META_FILE}: its entry for {name!r} is not a file record")
         if not path.is_file():
             raise IndexCorruptError(f"{path}: missing")
         if path.stat().st_size != expected.get("bytes") or _file_digest(path) != expected:

@@ -107,7 +107,11 @@ def _stage_passages(passages: Iterable[Passage], folder: Path) -> tuple[Path, di
     staging.mkdir(parents=True, exist_ok=True)
     state = json.loads((staging / PROGRESS_FILE).read_text()) if (staging / PROGRESS_FILE).is_file() else {}
     if "passages" not in state:  # again from the start if it was cut short
-        n = _write_passages(staging, passages)
+        try:
+            n = _write_passages(staging, passages)
+        except Exception:  # bad input: nothing worth resuming, so no half-written folder stays behind
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         if n == 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise ValueError("cannot index an empty corpus")

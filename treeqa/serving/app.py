@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,8 +31,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from treeqa.metrics import RECALL_K
 from treeqa.programs.common import MAX_QUESTION_CHARS, check_question, listening
@@ -42,8 +44,44 @@ PASSAGE_CHARS = 1200  # passages in a response are cut to this length
 log = logging.getLogger(__name__)
 
 
+MAX_BODY_BYTES = 64 * 1024  # a question is at most MAX_QUESTION_CHARS; the body is read no further than this
+_PUBLIC_FAILURES = (  # (what the error type's name holds, what a client is told); details stay in the log
+    (("Timeout",), "the language model did not answer in time"),
+    (("RateLimit",), "the language model endpoint is rate-limiting requests"),
+    (("Authentication", "PermissionDenied"), "the language model endpoint refused the request's credentials"),
+    (("Connection", "ServiceUnavailable", "InternalServer", "BadGateway", "NotFound", "APIError"),
+     "the language model endpoint could not be reached or failed"),
+    (("Parse", "Validation", "JSONDecode"), "the language model's reply could not be read"),
+)
+
+
 class AskRequest(BaseModel):
     question: str
+
+
+class Cancelled(BaseException):
+    """Raised inside a search whose client has gone away (a BaseException, so no LM-failure
+    handler records it as a failed call); the search stops at its next step."""
+
+
+def public_failure(failure: dict) -> dict:
+    """A failed call as a client may see it: where and what kind, never the upstream text (an
+    endpoint's error can echo request headers, keys or internal addresses)."""
+    kind = str(failure.get("error", ""))
+    message = next((text for names, text in _PUBLIC_FAILURES if any(n in kind for n in names)),
+                   "the language model call failed")
+    return {"where": failure.get("where"), "error": kind, "message": message}
+
+
+def scrub(value: Any) -> Any:
+    """`value` with every recorded failure (a dict with where/error/message) made public."""
+    if isinstance(value, dict):
+        if {"where", "error", "message"} <= value.keys():
+            return public_failure(value)
+        return {k: scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
 
 
 class ServeError(Exception):
@@ -82,7 +120,7 @@ class Runner:
             raise ServeError(503, f"busy: {self._in_flight} requests ahead; try again later",
                              {"Retry-After": str(int(min(self.time_limit, 60)))})
 
-    async def run(self, question: str, listener=None) -> dict:
+    async def run(self, question: str, listener=None, cancel: threading.Event | None = None) -> dict:
         self.check_capacity()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.concurrency)
@@ -99,19 +137,29 @@ class Runner:
             self._in_flight -= 1
             self._slots.release()
 
-        future = loop.run_in_executor(self._pool, self._answer, question, listener)
+        future = loop.run_in_executor(self._pool, self._answer, question, listener, cancel)
         future.add_done_callback(finished)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, deadline - loop.time()))
         except TimeoutError:
             raise ServeError(504, f"the answer took longer than the {self.time_limit:g} s time limit") from None
 
-    def _answer(self, question: str, listener) -> dict:
+    def _answer(self, question: str, listener, cancel: threading.Event | None = None) -> dict:
         served = self.served
         started = time.perf_counter()
         context = {"lm": served.lm} | ({"adapter": served.adapter} if served.adapter is not None else {})
-        with dspy.context(**context), dspy.track_usage() as usage, listening(listener or (lambda event: None)):
-            prediction = served.program(question=question)
+
+        def step(event: dict) -> None:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the client went away")
+            if listener is not None:
+                listener(event)
+
+        with dspy.context(**context), dspy.track_usage() as usage, listening(step):
+            try:
+                prediction = served.program(question=question)
+            except Cancelled:
+                return {"question": question, "cancelled": True, "seconds": round(time.perf_counter() - started, 3)}
         calls = [entry for entries in usage.usage_data.values() for entry in entries]
         out: dict[str, Any] = {
             "question": question,
@@ -119,7 +167,7 @@ class Runner:
             "passages": [{"id": p.id, "title": p.title, "text": p.text[:PASSAGE_CHARS]}
                          for p in (getattr(prediction, "retrieved", None) or [])[:RECALL_K]],
             "tree": getattr(prediction, "tree", None),
-            "failures": list(getattr(prediction, "failures", None) or []),
+            "failures": [public_failure(f) for f in getattr(prediction, "failures", None) or []],
             "lm_calls": len(calls),
             "prompt_tokens": sum(e.get("prompt_tokens") or 0 for e in calls),
             "completion_tokens": sum(e.get("completion_tokens") or 0 for e in calls),
@@ -127,7 +175,37 @@ class Runner:
         }
         if getattr(prediction, "confidence", None) is not None:
             out["confidence"] = float(prediction.confidence)
-        return json.loads(json.dumps(out, default=str))  # plain JSON, whatever the tree holds
+        for failure in getattr(prediction, "failures", None) or []:
+            log.warning("LM call %s failed: %s: %s", failure.get("where"), failure.get("error"),
+                        str(failure.get("message"))[:500])
+        return scrub(json.loads(json.dumps(out, default=str)))  # plain JSON, whatever the tree holds
+
+
+async def read_question(request: Request) -> str:
+    """The question of a POST body, read no further than MAX_BODY_BYTES (a larger body is
+    refused while it arrives, never held or parsed whole)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ServeError(400, "bad request: Content-Length is not a number")
+        if int(declared) > MAX_BODY_BYTES:
+            raise ServeError(413, f"the request body is {int(declared):,} bytes; at most {MAX_BODY_BYTES:,}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise ServeError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ServeError(422, "bad request: body: not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError):
+        raise ServeError(422, 'bad request: body: not JSON; send {"question": "..."}') from None
+    try:
+        return _question(AskRequest.model_validate(data))
+    except ValidationError as exc:
+        messages = "; ".join(f"{'.'.join(['body', *map(str, e['loc'])])}: {e['msg']}" for e in exc.errors())
+        raise ServeError(422, f"bad request: {messages}") from None
 
 
 def _question(body: AskRequest) -> str:
@@ -154,10 +232,14 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
         messages = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         return JSONResponse({"error": f"bad request: {messages}"}, status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):  # 404, 405: the same shape as ours
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception):
-        log.exception("request failed")
-        return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=500)
+        log.exception("request failed")  # the details stay in the server's log
+        return JSONResponse({"error": "internal error; the server's log has the details"}, status_code=500)
 
     @app.get("/healthz")
     async def healthz():
@@ -168,38 +250,46 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
         return served.info
 
     @app.post("/v1/ask")
-    async def ask(body: AskRequest):
-        return await runner.run(_question(body))
+    async def ask(request: Request):
+        runner.check_capacity()  # the queue limit applies before the body is read
+        return await runner.run(await read_question(request))
 
     @app.post("/v1/ask/stream")
-    async def ask_stream(body: AskRequest):
-        question = _question(body)
-        runner.check_capacity()  # refuse before the stream opens, with a proper status
+    async def ask_stream(request: Request):
+        runner.check_capacity()  # refuse before the body is read and the stream opens, with a proper status
+        question = await read_question(request)
         loop = asyncio.get_running_loop()
         steps: asyncio.Queue = asyncio.Queue()
+        cancel = threading.Event()
 
         def listener(event: dict) -> None:  # called in the worker thread
-            loop.call_soon_threadsafe(steps.put_nowait, json.loads(json.dumps(event, default=str)))
+            loop.call_soon_threadsafe(steps.put_nowait, scrub(json.loads(json.dumps(event, default=str))))
 
         async def events():
-            task = asyncio.ensure_future(runner.run(question, listener))
-            while True:
-                step = asyncio.ensure_future(steps.get())
-                done, _ = await asyncio.wait({step, task}, return_when=asyncio.FIRST_COMPLETED)
-                if step in done:
-                    yield {"event": "step", "data": json.dumps(step.result())}
-                    continue
-                step.cancel()
-                while not steps.empty():
-                    yield {"event": "step", "data": json.dumps(steps.get_nowait())}
-                break
+            task = asyncio.ensure_future(runner.run(question, listener, cancel))
             try:
-                yield {"event": "answer", "data": json.dumps(task.result())}
-            except ServeError as exc:
-                yield {"event": "error", "data": json.dumps({"error": exc.message, "status": exc.status})}
-            except Exception as exc:  # noqa: BLE001 - the stream reports it; the server goes on
-                log.exception("stream failed")
-                yield {"event": "error", "data": json.dumps({"error": f"{type(exc).__name__}: {exc}", "status": 500})}
+                while True:
+                    step = asyncio.ensure_future(steps.get())
+                    done, _ = await asyncio.wait({step, task}, return_when=asyncio.FIRST_COMPLETED)
+                    if step in done:
+                        yield {"event": "step", "data": json.dumps(step.result())}
+                        continue
+                    step.cancel()
+                    while not steps.empty():
+                        yield {"event": "step", "data": json.dumps(steps.get_nowait())}
+                    break
+                try:
+                    yield {"event": "answer", "data": json.dumps(task.result())}
+                except ServeError as exc:
+                    yield {"event": "error", "data": json.dumps({"error": exc.message, "status": exc.status})}
+                except Exception:  # noqa: BLE001 - the stream reports it; the server goes on
+                    log.exception("stream failed")
+                    yield {"event": "error", "data": json.dumps({"error": "internal error; the server's log has "
+                                                                          "the details", "status": 500})}
+            finally:  # the client left (or the stream ended): a search still running stops at its next step
+                if not task.done():
+                    cancel.set()
+                    log.info("stream client went away: its search stops at the next step")
 
         return EventSourceResponse(events())
 

@@ -43,10 +43,16 @@ class AnswerFromPassages(dspy.Signature):
 _ANSWER_PREFIX = re.compile(r"^(?:so,?\s+)?(?:the\s+)?(?:final\s+)?answer(?:\s+is\b|\s*:)\s*", re.IGNORECASE)
 
 
+# control characters, and the invisible and direction-changing marks a terminal or page would obey
+UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_ANSWER_CHARS = 300  # an entity, not a document: a runaway reply is cut here
+
+
 def clean_answer(text: str | None) -> str:
-    """The bare answer: first line, without an 'The answer is' lead-in or a closing full stop."""
-    lines = [line for line in str(text or "").strip().splitlines() if line.strip()]
+    """The bare answer: first line, without an 'The answer is' lead-in or a closing full stop,
+    control characters or direction marks, at most MAX_ANSWER_CHARS long."""
+    lines = [line for line in UNPRINTABLE.sub("", str(text or "")).strip().splitlines() if line.strip()]
     if not lines:
         return ""
-    answer = _ANSWER_PREFIX.sub("", lines[0].strip()).strip()
+    answer = _ANSWER_PREFIX.sub("", lines[0].strip()).strip()[:MAX_ANSWER_CHARS].strip()
     return answer[:-1].strip() if answer.endswith(".") and not answer.endswith("..") else answer
