@@ -274,3 +274,62 @@ class Overlap:
     def __exit__(self, *exc):
         with self._guard:
             self.active -= 1
+
+
+# --- an OpenAI-compatible endpoint on 127.0.0.1 ------------------------------------------------
+
+class FakeEndpoint:
+    """A tiny OpenAI-compatible chat server on 127.0.0.1 (a free port) for the endpoint path:
+    `reply(n, body, headers)` -> (status, text of the assistant's message or an error body, seconds
+    to wait first), for the n-th request (from 0). Use as a context manager; `requests` counts.
+
+    Example:
+        >>> with FakeEndpoint(lambda n, body, headers: (200, '[[ ## answer ## ]]\\nParis', 0)) as ep:
+        ...     get_lm("openai/m", api_base=ep.url, api_key="k")
+    """
+
+    def __init__(self, reply: Callable[[int, dict, dict], tuple[int, str, float]]):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.reply, self.requests = reply, 0
+        self._lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                with outer._lock:
+                    n, outer.requests = outer.requests, outer.requests + 1
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                status, text, wait = outer.reply(n, body, dict(self.headers))
+                time.sleep(wait)
+                if status == 200:
+                    payload = {"id": f"c{n}", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                               "choices": [{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant", "content": text}}],
+                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                    data = json.dumps(payload).encode()
+                else:
+                    data = json.dumps({"error": {"message": text, "type": "error", "code": status}}).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeEndpoint:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -343,8 +343,9 @@ def serve(
     concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
     queue: Annotated[int, typer.Option(help="Requests that may wait; more get 503.")] = 8,
     time_limit: Annotated[float, typer.Option(help="Seconds a request may take, waiting included (504).")] = 300.0,
-    cache: Annotated[bool, typer.Option(help="Answer a question asked before from DSPy's response cache "
-                                             "(kept per model and endpoint).")] = True,
+    cache: Annotated[bool, typer.Option(help="Answer a question asked recently from DSPy's response cache "
+                                             "(in memory, TREEQA_MEMORY_CACHE_ENTRIES responses, kept per "
+                                             "model and endpoint).")] = True,
 ) -> None:
     """Serve a program over HTTP: POST /v1/ask, a streaming /v1/ask/stream, and a page at /."""
     import uvicorn
@@ -359,6 +360,9 @@ def serve(
         served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus, cache=cache)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
+    from treeqa.lm import memory_only_cache
+
+    memory_only_cache()  # a server's repeats are recent; a disk cache would grow its RSS and disk without bound
     if is_embedded(served.lm) and concurrency > 1:
         typer.echo("the embedded engine answers one call at a time: --concurrency set to 1")
         concurrency = 1

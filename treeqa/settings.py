@@ -35,10 +35,16 @@ class Settings(BaseSettings):
                             description="Let loaders fetch a dataset from the Hugging Face hub when it is not local.")
     kv_cache_mb: int = Field(default=512, ge=0,
                              description="RAM for saved prompt-prefix states of the embedded LLM (0 disables).")
+    memory_cache_entries: int = Field(default=2048, ge=1,
+                                      description="LM responses DSPy keeps in RAM (the disk cache keeps all).")
     nprobe: int = Field(default=16, ge=1, description="IVF lists a dense query probes (approximate indexes).")
     ef_search: int = Field(default=64, ge=1, description="HNSW candidates a dense query keeps (approximate indexes).")
     lm_timeout: float = Field(default=120.0, gt=0,
-                              description="Seconds an endpoint may take for one call before it counts as failed.")
+                              description="Seconds one call to an endpoint may take in all, retries and their "
+                                          "back-off included, before it counts as failed.")
+    lm_retries: int = Field(default=2, ge=0,
+                            description="Retries of a call to an endpoint after a transient error (429, 5xx, a "
+                                        "timeout, a dropped connection), with back-off, within TREEQA_LM_TIMEOUT.")
 
     @property
     def dspy_cache_dir(self) -> Path:

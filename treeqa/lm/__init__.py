@@ -2,8 +2,8 @@
 
 This is the door: the rest of treeqa (and apps) import only from here. The engine, the
 weights and the llama-cpp-python patches are private modules of this package:
-`_engine` (LlamaEngine), `_weights` (assembling and verifying the GGUF), `_greedy_grammar`
-and `_lean_state`.
+`_engine` (LlamaEngine), `_endpoint` (EndpointLM, for remote servers), `_weights` (assembling
+and verifying the GGUF), `_greedy_grammar` and `_lean_state`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import threading
 import dspy
 
 from treeqa.lm import _weights
+from treeqa.lm._endpoint import EndpointLM, EndpointTimeoutError
 from treeqa.lm._engine import EngineStats, LlamaEngine, local_engine, request_messages
 from treeqa.lm._weights import ModelCorruptError, ModelMissingError, model_path
 from treeqa.lm._weights import install as install_model
@@ -32,8 +33,25 @@ def secure_cache() -> None:
     global _cache_secured
     with _cache_lock:
         if not _cache_secured:
-            dspy.configure_cache(disk_cache_dir=str(get_settings().dspy_cache_dir), restrict_pickle=True)
+            settings = get_settings()
+            # the memory layer is bounded: DSPy's default of a million entries grew a server's RSS
+            # with every unique question; the disk layer keeps everything
+            dspy.configure_cache(disk_cache_dir=str(settings.dspy_cache_dir), restrict_pickle=True,
+                                 memory_max_entries=settings.memory_cache_entries)
             _cache_secured = True
+
+
+def memory_only_cache() -> None:
+    """Keep responses in RAM only, at most TREEQA_MEMORY_CACHE_ENTRIES of them: for a server.
+
+    DSPy's disk layer is SQLite under diskcache, whose page cache per connection (one per
+    worker thread and shard) grew a server's RSS by 35 MB over 2,000 unique questions and kept
+    growing; a server's repeats are recent, and its disk would fill without bound."""
+    global _cache_secured
+    with _cache_lock:
+        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True, restrict_pickle=True,
+                             memory_max_entries=get_settings().memory_cache_entries)
+        _cache_secured = True
 
 
 def adapter_for(lm: dspy.BaseLM) -> dspy.Adapter:
@@ -78,8 +96,9 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         kwargs["api_base"] = api_base
     if api_key:
         kwargs["api_key"] = api_key
-    kwargs.setdefault("timeout", get_settings().lm_timeout)  # a hung endpoint fails the call, not the run
-    return dspy.LM(name, cache=cache, **kwargs)
+    settings = get_settings()
+    # a hung or failing endpoint fails the call within TREEQA_LM_TIMEOUT, retries included, never the run
+    return EndpointLM(name, deadline=settings.lm_timeout, retries=settings.lm_retries, cache=cache, **kwargs)
 
 
 def is_embedded(lm) -> bool:
@@ -87,6 +106,6 @@ def is_embedded(lm) -> bool:
     return isinstance(getattr(lm, "_engine_spec", None), LlamaEngine)
 
 
-__all__ = ["LOCAL_NAMES", "EngineStats", "LlamaEngine", "ModelCorruptError", "ModelMissingError", "adapter_for",
-           "configure", "get_lm", "install_model", "is_embedded", "local_engine", "local_model_id", "model_path",
-           "request_messages", "secure_cache"]
+__all__ = ["LOCAL_NAMES", "EndpointLM", "EndpointTimeoutError", "EngineStats", "LlamaEngine", "ModelCorruptError",
+           "ModelMissingError", "adapter_for", "configure", "get_lm", "install_model", "is_embedded", "local_engine",
+           "local_model_id", "memory_only_cache", "model_path", "request_messages", "secure_cache"]

@@ -39,6 +39,10 @@ def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 10
     with `ray_address` embedding as a Ray Data job on that cluster, or with BM25 (`kind`)."""
     path = Path(path).resolve()
     check_corpus_name(name)
+    if not path.is_file():
+        from treeqa.data import DataError
+
+        raise DataError(f"{path}: {'a folder, not' if path.is_dir() else 'no such'} corpus file")
     if kind == "bm25":
         if ray_address is not None or embed_fn is not None or index_type != "auto":
             raise ValueError("a BM25 index embeds nothing: --ray and --index are for dense indexes")

@@ -48,8 +48,8 @@ MAX_BODY_BYTES = 64 * 1024  # a question is at most MAX_QUESTION_CHARS; the body
 _PUBLIC_FAILURES = (  # (what the error type's name holds, what a client is told); details stay in the log
     (("Timeout",), "the language model did not answer in time"),
     (("RateLimit",), "the language model endpoint is rate-limiting requests"),
-    (("Authentication", "PermissionDenied"), "the language model endpoint refused the request's credentials"),
-    (("Connection", "ServiceUnavailable", "InternalServer", "BadGateway", "NotFound", "APIError"),
+    (("Auth", "PermissionDenied", "Billing"), "the language model endpoint refused the request's credentials"),
+    (("Connection", "Transport", "Server", "ServiceUnavailable", "BadGateway", "NotFound", "APIError", "Provider"),
      "the language model endpoint could not be reached or failed"),
     (("Parse", "Validation", "JSONDecode"), "the language model's reply could not be read"),
 )
@@ -147,7 +147,10 @@ class Runner:
     def _answer(self, question: str, listener, cancel: threading.Event | None = None) -> dict:
         served = self.served
         started = time.perf_counter()
-        context = {"lm": served.lm} | ({"adapter": served.adapter} if served.adapter is not None else {})
+        # no call history: DSPy keeps up to 10,000 calls globally and per LM and module, which a
+        # server answering unique questions would hold for ever
+        context = {"lm": served.lm, "disable_history": True} | (
+            {"adapter": served.adapter} if served.adapter is not None else {})
 
         def step(event: dict) -> None:
             if cancel is not None and cancel.is_set():

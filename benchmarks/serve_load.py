@@ -1,0 +1,151 @@
+"""Soak `treeqa serve`: many concurrent clients, unique questions, a fake LM of fixed latency.
+
+    python benchmarks/serve_load.py [--clients 20] [--questions 2000] [--latency 0.05]
+                                    [--max-seconds 300] [--out benchmarks/serve_load.md]
+
+The server runs in a subprocess (the app `treeqa serve` builds, DirectAnswer over an LM whose
+engine sleeps `--latency` seconds and answers, with the bounded in-memory response cache `serve` has), on
+127.0.0.1 at a free port; the clients are asyncio tasks in this process sending POST /v1/ask,
+each question asked once. It prints throughput, latency p50/p99, answers by HTTP status, and
+the server's RSS at start, after warm-up (the first 10% of questions) and at the end. Bounded:
+it stops sending after `--max-seconds`, and nothing but 127.0.0.1 is contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+SERVER = textwrap.dedent("""
+    import json, sys, time
+    import dspy, uvicorn
+    from dspy.lm15 import Message, Response, TextPart, Usage
+    from treeqa.lm import memory_only_cache
+    from treeqa.programs import build_program
+    from treeqa.serving import Served, create_app, program_info
+
+    port, latency, clients, cache = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "cache"
+
+    class FixedLatency:
+        def complete(self, request):
+            time.sleep(latency)
+            text = json.dumps({"answer": "Paris"}) if request.config.response_format else (
+                "[[ ## answer ## ]]\\nParis\\n\\n[[ ## completed ## ]]")
+            return Response(id=None, model="fake", message=Message.assistant([TextPart(text)]),
+                            finish_reason="stop", usage=Usage(input_tokens=10, output_tokens=2))
+
+        def close(self):
+            pass
+
+    memory_only_cache()  # what `treeqa serve` configures
+    lm = dspy.LM("local/fixed-latency", engine=FixedLatency(), cache=cache, num_retries=0)
+    program = build_program("direct")
+    served = Served(program, lm, dspy.ChatAdapter(), program_info(program, "direct", lm, None))
+    uvicorn.run(create_app(served, concurrency=clients, queue_size=clients, time_limit=60),
+                host="127.0.0.1", port=port, log_level="warning")
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def soak(url: str, clients: int, questions: int, max_seconds: float, pid: int) -> dict:
+    import httpx
+
+    queue: asyncio.Queue = asyncio.Queue()
+    for i in range(questions):
+        queue.put_nowait(f"Which city is question number {i} about, {i * 7919 % 1000003}?")
+    latencies, statuses, marks = [], Counter(), {}
+    warm = max(1, questions // 10)
+    started = time.monotonic()
+
+    async def client(http: httpx.AsyncClient) -> None:
+        while not queue.empty() and time.monotonic() - started < max_seconds:
+            question = queue.get_nowait()
+            sent = time.monotonic()
+            try:
+                response = await http.post(f"{url}/v1/ask", json={"question": question})
+                statuses[str(response.status_code)] += 1
+            except httpx.HTTPError as exc:
+                statuses[type(exc).__name__] += 1
+            latencies.append(time.monotonic() - sent)
+            if len(latencies) == warm:
+                marks["warm"] = rss_mb(pid)
+
+    async with httpx.AsyncClient(timeout=120) as http:
+        await asyncio.gather(*(client(http) for _ in range(clients)))
+    seconds = time.monotonic() - started
+    latencies.sort()
+    return {"sent": len(latencies), "seconds": round(seconds, 1),
+            "questions_per_s": round(len(latencies) / seconds, 1),
+            "p50_ms": round(1000 * statistics.median(latencies), 1),
+            "p99_ms": round(1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 1),
+            "statuses": dict(statuses), "rss_warm_mb": round(marks.get("warm", float("nan")), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--questions", type=int, default=2000)
+    parser.add_argument("--latency", type=float, default=0.05, help="seconds the fake LM takes per call")
+    parser.add_argument("--max-seconds", type=float, default=300)
+    parser.add_argument("--no-cache", dest="cache", action="store_false", help="serve without DSPy's response cache")
+    parser.add_argument("--out", type=Path, default=None, help="append the figures to this Markdown file")
+    args = parser.parse_args()
+
+    port = free_port()
+    cache_dir = os.environ.get("TREEQA_CACHE_DIR", "/tmp/treeqa-soak")  # a throwaway DSPy disk cache
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(args.latency), str(args.clients),
+                               "cache" if args.cache else "no-cache"],
+                              env={**os.environ, "TREEQA_CACHE_DIR": cache_dir})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        for _ in range(300):  # wait for it to listen (importing DSPy takes seconds)
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise SystemExit("the server did not start")
+        start_rss = rss_mb(server.pid)
+        figures = asyncio.run(soak(url, args.clients, args.questions, args.max_seconds, server.pid))
+        figures = {"clients": args.clients, "questions": args.questions, "latency_s": args.latency,
+                   "rss_start_mb": round(start_rss, 1), **figures, "rss_end_mb": round(rss_mb(server.pid), 1)}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(json.dumps(figures, indent=2))
+    if args.out:
+        line = (f"| {time.strftime('%Y-%m-%d')} | {figures['clients']} | {figures['sent']} | {figures['latency_s']} | "
+                f"{figures['questions_per_s']} | {figures['p50_ms']} | {figures['p99_ms']} | "
+                f"{figures['statuses']} | {figures['rss_start_mb']} | {figures['rss_warm_mb']} | "
+                f"{figures['rss_end_mb']} |\n")
+        with args.out.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+
+
+if __name__ == "__main__":
+    main()

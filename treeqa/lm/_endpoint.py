@@ -1,0 +1,112 @@
+"""A `dspy.LM` for a remote endpoint, with what DSPy's leaves to the caller.
+
+- One total deadline per call, retries and their back-off included. DSPy's `timeout` bounds
+  each wait for a byte and each retry starts it again, so a call with a 3 s timeout took 20 s
+  over 4 requests; here `deadline` is the most one call can hold a caller (a serve slot, a
+  question), whatever the endpoint does.
+- Retries with exponential back-off (or the server's Retry-After) on the errors DSPy counts as
+  transient (429, 5xx, timeouts, dropped connections), within that deadline.
+- The response cache keyed by the endpoint too: DSPy's key leaves out `api_base`, so two
+  servers of the same model name would share answers (a dead endpoint answered from another's).
+- Errors that name the endpoint.
+
+Past its deadline an attempt is abandoned, not killed (an HTTP read cannot be interrupted from
+outside); it ends by itself within DSPy's per-request timeout, which is set to the deadline.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import threading
+import time
+from typing import Any
+
+import dspy
+from dspy.utils.exceptions import is_retryable_lm_error
+
+_CACHE_IGNORED = ("api_key",)
+
+
+class EndpointTimeoutError(TimeoutError):
+    """The endpoint gave no answer within the call's total deadline."""
+
+
+class EndpointLM(dspy.LM):
+    """`dspy.LM(model, api_base=...)` with a total deadline, bounded retries and an endpoint-keyed cache.
+
+    Example:
+        >>> lm = EndpointLM("openai/qwen", api_base="http://127.0.0.1:8080/v1", api_key="none", deadline=60)
+        >>> dspy.configure(lm=lm)
+    """
+
+    def __init__(self, model: str, *, deadline: float, retries: int = 2, cache: bool = True, **kwargs):
+        if not deadline > 0:
+            raise ValueError(f"deadline must be a positive number of seconds, got {deadline}")
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {retries}")
+        kwargs.setdefault("timeout", deadline)
+        super().__init__(model, cache=False, num_retries=0, **kwargs)  # retries and caching are done here
+        self.deadline, self.retries, self.response_cache = float(deadline), retries, cache
+        self.endpoint = kwargs.get("api_base") or f"{model.split('/')[0]}'s default endpoint"
+
+    def __call__(self, prompt=None, *, messages=None, **kwargs):
+        use_cache = self.response_cache and kwargs.pop("cache", True)
+        key = self._cache_key(prompt, messages, kwargs) if use_cache else None
+        if key is not None and (hit := dspy.cache.get(key)) is not None:
+            return copy.deepcopy(hit)
+        outputs = self._within_deadline(prompt, messages, kwargs)
+        if key is not None:
+            dspy.cache.put(key, outputs)
+        return outputs
+
+    def _cache_key(self, prompt, messages, kwargs) -> dict[str, Any]:
+        settings = {k: v for k, v in {**self.kwargs, **kwargs}.items() if k not in _CACHE_IGNORED}
+        return {"_fn_identifier": "treeqa.lm.EndpointLM", "endpoint": self.endpoint, "model": self.model,
+                "model_type": self.model_type, "prompt": prompt, "messages": messages, **settings}
+
+    def _within_deadline(self, prompt, messages, kwargs):
+        ends = time.monotonic() + self.deadline
+        for attempt in range(self.retries + 1):
+            try:
+                return self._attempt(prompt, messages, kwargs, ends - time.monotonic())
+            except Exception as exc:  # noqa: BLE001 - retried when transient, else raised as it is
+                left = ends - time.monotonic()
+                delay = _backoff(exc, attempt)
+                if attempt == self.retries or not is_retryable_lm_error(exc) or delay >= left:
+                    if not isinstance(exc, EndpointTimeoutError):
+                        exc.add_note(f"endpoint {self.endpoint}: {attempt + 1} attempt(s)")
+                    raise
+                time.sleep(delay)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _attempt(self, prompt, messages, kwargs, seconds: float):
+        """One request, given up on (not killed) after `seconds`."""
+        if seconds <= 0:
+            raise EndpointTimeoutError(f"{self.endpoint}: no answer within {self.deadline:g} s, retries included")
+        outcome: dict[str, Any] = {}
+        context = contextvars.copy_context()  # DSPy's settings (usage tracker, callbacks) go with the request
+
+        def request() -> None:
+            try:
+                outcome["value"] = context.run(super(EndpointLM, self).__call__, prompt, messages=messages,
+                                               **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=request, daemon=True, name="treeqa-endpoint-call")
+        worker.start()
+        worker.join(seconds)
+        if worker.is_alive():
+            raise EndpointTimeoutError(f"{self.endpoint}: no answer within {self.deadline:g} s, retries included")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+
+def _backoff(exc: Exception, attempt: int) -> float:
+    """Seconds before the next attempt: the server's Retry-After when it gave one (capped), else 1, 2, 4, ..."""
+    hint = getattr(exc, "retry_after", None)
+    if isinstance(hint, (int, float)) and 0 <= hint < float("inf"):
+        return min(float(hint), 30.0)
+    return min(2.0 ** attempt, 30.0)
