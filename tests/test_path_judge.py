@@ -176,6 +176,34 @@ def test_the_optimizer_fits_the_judge_without_lm_calls_and_it_is_saved(train, tm
         PathJudgeFit().compile(build_program("rta", FakeRetriever()), trainset=hotpot)
 
 
+def test_dspy_s_own_load_restores_the_judge_or_refuses_loudly(tmp_path):
+    """What an app written for DSPy does: build the program, then `Module.load` the file."""
+    from treeqa.programs import BeamSearchQA
+
+    judged = build_program("tor", FakeRetriever(), path_judge=JUDGE.model_dump())
+    judged.review.demos = [dspy.Example(question="q", paragraphs=["p"], relevant=True, sufficient=False,
+                                        action="search", next_query="n", analysis="")]
+    path = save_compiled(judged, tmp_path / "c.json", name="tor", dataset="hotpotqa", retriever="dense")
+    fresh = TreeOfReviews(FakeRetriever())
+    fresh.load(str(path))  # DSPy's Module.load, not treeqa.compiled.load_program
+    assert PathJudge.model_validate(fresh.path_judge) == JUDGE and len(fresh.review.demos) == 1
+    plain = tmp_path / "plain.json"
+    judged.save(str(plain))  # DSPy's own save keeps the settings too
+    again = TreeOfReviews(FakeRetriever())
+    again.load(str(plain))
+    assert PathJudge.model_validate(again.path_judge) == JUDGE
+    with pytest.raises(ValueError, match=r"other settings: hops=1 \(this TreeOfReviews has 2\)"):
+        TreeOfReviews(FakeRetriever(), hops=2).load(str(path))
+    thresholded = TreeOfReviews(FakeRetriever(), relevance_threshold=0.5)
+    thresholded.load(str(path))  # fitted settings come from the file, all of them
+    assert thresholded.relevance_threshold is None and thresholded.path_judge is not None
+    beam = build_program("beam", FakeRetriever(), preset="nq", path_judge=JUDGE.model_dump())
+    beam.save(str(tmp_path / "beam.json"))
+    fresh_beam = BeamSearchQA(FakeRetriever(), **{k: v for k, v in beam.method_settings.items() if k != "path_judge"})
+    fresh_beam.load(str(tmp_path / "beam.json"))
+    assert PathJudge.model_validate(fresh_beam.path_judge) == JUDGE
+
+
 def test_the_optimize_spec_names_the_programs_with_a_judge_and_plans_no_compile_call():
     from treeqa.optimize import OptimizeSpec, plan
 

@@ -174,6 +174,13 @@ class BeamSearchQA(QAProgram):
 
     retrieves = True
     concurrent = True
+    fitted_settings = ("path_judge",)
+
+    def check_fitted(self, fitted: dict) -> None:
+        if fitted.get("path_judge") is not None:
+            if self.evidence != "retrieval":
+                raise ValueError("a path judge scores passages: it needs evidence='retrieval'")
+            check_path_judge(fitted["path_judge"])
 
     @classmethod
     def needs_retriever(cls, settings) -> bool:

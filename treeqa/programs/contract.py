@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 NOT_SETTINGS = ("self", "retriever", "embed_fn")  # constructor arguments that are objects, not settings
 DEPLOYMENT_SETTINGS = ("threads",)  # how a program runs on this machine, not what it computes
+SETTINGS_STATE_KEY = "treeqa_settings"  # where a program's settings travel in DSPy's saved state
 
 
 class QAProgram(dspy.Module):
@@ -29,6 +30,9 @@ class QAProgram(dspy.Module):
 
     retrieves: ClassVar[bool] = False  # searches a corpus: an index is needed
     concurrent: ClassVar[bool] = False  # with threads > 1, sends one question's calls together
+    # settings a compiler fits and DSPy's `load` restores onto a built program (plain values the
+    # program reads at question time); any other setting must already match the saved one
+    fitted_settings: ClassVar[tuple[str, ...]] = ()
     _settings_models: ClassVar[dict[type, type[BaseModel]]] = {}
 
     @classmethod
@@ -98,3 +102,54 @@ class QAProgram(dspy.Module):
         """The settings that decide what the program computes (`settings` less the deployment
         ones such as threads): what compiled files and search trees record."""
         return {k: v for k, v in self.settings.items() if k not in DEPLOYMENT_SETTINGS}
+
+    # --- DSPy's own save/load carry the settings too -------------------------------------------
+
+    def dump_state(self, json_mode=True):
+        """DSPy's state (each predictor's demos and instructions) plus this program's settings,
+        so `program.save(path)` and DSPy's `Module.load(path)` keep what compiling chose (a path
+        judge, a threshold) and not only the demos."""
+        state = super().dump_state(json_mode=json_mode)
+        state[SETTINGS_STATE_KEY] = self.method_settings
+        return state
+
+    def load_state(self, state, **kwargs):
+        """Load DSPy's state and the saved settings: fitted settings (`fitted_settings`) are
+        restored; any other saved setting that differs from this instance's is an error naming
+        it, not silently ignored. A treeqa compiled file (its "treeqa" section) counts too."""
+        saved = state.get(SETTINGS_STATE_KEY)
+        recipe = state.get("treeqa")
+        if saved is None and isinstance(recipe, dict) and isinstance(recipe.get("settings"), dict):
+            saved = recipe["settings"]
+        restore = self._settings_to_restore(saved) if saved is not None else {}
+        predictors = {k: v for k, v in state.items() if k not in (SETTINGS_STATE_KEY, "treeqa")}
+        out = super().load_state(predictors, **kwargs)
+        for name, value in restore.items():
+            setattr(self, name, value)
+        return out
+
+    def _settings_to_restore(self, saved: dict[str, Any]) -> dict[str, Any]:
+        name = type(self).__name__
+        checked = type(self).check_settings({k: v for k, v in saved.items() if k not in DEPLOYMENT_SETTINGS}, name)
+        mine = self.method_settings
+        clashes = [f"{k}={v!r} (this {name} has {mine[k]!r})" for k, v in checked.items()
+                   if k not in self.fitted_settings and k in mine and _plain(v) != _plain(mine[k])]
+        if clashes:
+            raise ValueError(f"the saved state was made by a {name} with other settings: {'; '.join(clashes)}. "
+                             f"Build the program with those settings, or load the file with "
+                             f"treeqa.compiled.load_program, which does")
+        restore = {k: v for k, v in checked.items() if k in self.fitted_settings}
+        self.check_fitted({**{k: mine.get(k) for k in self.fitted_settings}, **restore})
+        return restore
+
+    def check_fitted(self, fitted: dict[str, Any]) -> None:
+        """Refuse fitted settings that cannot go together (a program with some overrides this)."""
+
+
+def _plain(value: Any) -> Any:
+    """Lists and tuples alike (a JSON round trip turns one into the other)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

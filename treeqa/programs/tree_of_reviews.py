@@ -204,6 +204,16 @@ class _ReviewProgram(QAProgram):
     """
 
     retrieves = True
+    fitted_settings = ("relevance_threshold",)
+
+    def check_fitted(self, fitted: dict) -> None:
+        threshold = fitted.get("relevance_threshold")
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"relevance_threshold must be between 0 and 1 (or None), got {threshold}")
+        if fitted.get("path_judge") is not None:
+            if threshold is not None:
+                raise ValueError("set relevance_threshold or path_judge, not both: each decides relevance")
+            check_path_judge(fitted["path_judge"])
 
     def __init__(self, retriever: Retriever | None, expansion: str, fusion: str, max_context_chars: int,
                  max_paragraph_chars: int, max_review_chars: int, max_query_chars: int,
@@ -408,6 +418,7 @@ class TreeOfReviews(_ReviewProgram):
     """
 
     concurrent = True
+    fitted_settings = ("relevance_threshold", "path_judge")
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
