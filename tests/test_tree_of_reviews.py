@@ -250,6 +250,35 @@ def test_empty_pool_and_nothing_relevant_reads_the_questions_paragraphs():
     assert engine.of("fuse")[0].inputs["paragraphs"] == ["N1: Facts about N1.", "N2: Facts about N2."]
 
 
+def test_read_top_adds_the_best_other_paragraphs_after_the_pool():
+    # N1 searched (relevant) -> N3 accepted, N4 rejected; N2 accepted at the root
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="direct", fusion="paragraph",
+                            read_top=2)
+    pred, engine = run(program, answering(_two_pieces, answer="Jane Doe"))
+    assert pred.tree["stats"]["fused_from"] == "evidence+top"
+    # the pool's paragraphs first, then the others not in it: N4 (rejected) is the only one left
+    assert engine.of("fuse")[0].inputs["paragraphs"] == ["N1: Facts about N1.", "N3: Facts about N3.",
+                                                         "N2: Facts about N2.", "N4: Facts about N4."]
+
+
+def test_read_top_with_an_empty_pool_reads_the_most_relevant_paragraphs_first():
+    # nothing accepted: N2 was judged relevant (and searched on), the others rejected
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(3, 2), expansion="direct", fusion="paragraph",
+                            read_top=3)
+    script = answering(lambda c: review("search", next_query="q") if c.titles == ["N2"] else review("reject"))
+    pred, engine = run(program, script)
+    assert pred.evidence == [] and pred.tree["stats"]["fused_from"] == "top"
+    read = engine.of("fuse")[0].inputs["paragraphs"]
+    assert read[0] == "N2: Facts about N2." and read[1:] == ["N1: Facts about N1.", "N3: Facts about N3."]
+
+
+def test_read_top_is_a_setting_with_a_bound():
+    with pytest.raises(ValueError, match="read_top must be positive"):
+        TreeOfReviews(retriever=tree_retriever(), read_top=0)
+    assert TreeOfReviews(retriever=tree_retriever(), read_top=5).method_settings["read_top"] == 5
+    assert 5 in TreeOfReviews.settings_space()["read_top"]
+
+
 # --- recall@15 ranking -----------------------------------------------------------------------
 
 def _embedder(similar_to_answer: set[str]):

@@ -195,6 +195,27 @@ class _Run:
                  "analysis": e.analysis} for e, n in zip(self.pool, self.pool_nodes, strict=True)]
 
 
+def search_ranking(run: _Run) -> list[Passage]:
+    """The paragraphs a search retrieved that are not in its evidence pool, best first: by the
+    probability that the paragraph is relevant (the path judge's where one decided, else the
+    model's, else its written verdict: relevant 1, unreviewed 0.5, rejected 0), ties in
+    discovery order, so a search that judged nothing reads what one retrieval would."""
+    score: dict[str, float] = {}
+    for node in run.nodes:
+        if node.id is None or node.id in score:
+            continue
+        p = node.judge_relevant if node.judge_relevant is not None else node.p_relevant
+        if p is None:
+            p = 0.5 if node.relevant is None else float(node.relevant)
+        score[node.id] = p
+    seen: dict[str, Passage] = {}
+    for p in run.retrieved:
+        if p.id not in run.pool_ids:
+            seen.setdefault(p.id, p)
+    order = {pid: i for i, pid in enumerate(seen)}
+    return sorted(seen.values(), key=lambda p: (-score.get(p.id, 0.5), order[p.id]))
+
+
 class _ReviewProgram(QAProgram):
     """What ToR and CoR share: the review, the query expansion, the fusion reader, the ranking.
 
@@ -353,9 +374,13 @@ class _ReviewProgram(QAProgram):
         run.stats["query_fallbacks"] += outcome.query_fallback
         return outcome.next_query[:self.max_query_chars]
 
-    def _answer(self, run: _Run, fallback: Sequence[Evidence]) -> tuple[str, str]:
-        """Fuse the evidence pool; with an empty pool, read the `fallback` paragraphs instead."""
-        pool, source = (run.pool, "evidence") if run.pool else (list(fallback), "fallback")
+    def _answer(self, run: _Run, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[str, str]:
+        """Fuse the evidence pool and the `extra` paragraphs after it; with an empty pool, read
+        the `fallback` paragraphs instead."""
+        if run.pool:
+            pool, source = list(run.pool) + list(extra), "evidence+top" if extra else "evidence"
+        else:
+            pool, source = list(fallback), "fallback"
         context = fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars) if pool else []
         pred = safe_call(self.fuse, run.failures, "fuse", question=run.question,
                          **{FUSION_INPUT[self.fusion]: context})
@@ -406,6 +431,10 @@ class TreeOfReviews(_ReviewProgram):
         path_judge: a judge compiled from the training annotations (`--optimizer path-judge`,
             `treeqa.path_judge`, plain numbers) that decides relevance and sufficiency instead
             of the model's verdicts; a path it rejects costs no LM call.
+        read_top: the reader also sees this many of the other paragraphs the search found, the
+            ones most likely relevant first (`search_ranking`), after the evidence pool; with
+            an empty pool it reads them alone. None: the paper's reader (the pool; with an
+            empty pool, the paragraphs judged relevant, else the root's).
         max_context_chars: the fusion reader's budget for evidence (the model has 4096 tokens;
             about 4 characters a token).
         max_paragraph_chars: each paragraph shown to the model is cut to this length.
@@ -422,7 +451,7 @@ class TreeOfReviews(_ReviewProgram):
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
-        return {"hops": (1, 2), "expansion": ("mpc", "cot"), "max_evidence": (None, 2)}
+        return {"hops": (1, 2), "expansion": ("mpc", "cot"), "max_evidence": (None, 2), "read_top": (None, 3, 5)}
 
     @classmethod
     def call_bound(cls, settings) -> int:
@@ -443,8 +472,8 @@ class TreeOfReviews(_ReviewProgram):
                  depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",
                  relevance_pruning: bool = True, repetitive_pruning: bool = True,
                  max_evidence: int | None = None, hops: int = 1, relevance_threshold: float | None = None,
-                 path_judge: dict | None = None, max_context_chars: int = 6000, max_paragraph_chars: int = 800,
-                 max_review_chars: int = 4000,
+                 path_judge: dict | None = None, read_top: int | None = None, max_context_chars: int = 6000,
+                 max_paragraph_chars: int = 800, max_review_chars: int = 4000,
                  max_query_chars: int = 600, embed_fn: EmbedFn | None = None, threads: int = 1):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
                          max_review_chars, max_query_chars, embed_fn, relevance_threshold)
@@ -463,6 +492,9 @@ class TreeOfReviews(_ReviewProgram):
         if path_judge is not None and relevance_threshold is not None:
             raise ValueError("set relevance_threshold or path_judge, not both: each decides relevance")
         self.path_judge = check_path_judge(path_judge)
+        if read_top is not None and read_top < 1:
+            raise ValueError(f"read_top must be positive or None, got {read_top}")
+        self.read_top = read_top
         self.widths = widths[:depth]
         self.depth = depth
         self.relevance_pruning = relevance_pruning
@@ -476,6 +508,10 @@ class TreeOfReviews(_ReviewProgram):
         by_id: dict[str, Passage] = {}
         for p in run.retrieved:
             by_id.setdefault(p.id, p)
+        if self.read_top:  # the reader sees the best of everything the search found, not only what it accepted
+            top = [Evidence((p,)) for p in search_ranking(run)[:self.read_top]]
+            answer, source = self._answer(run, top, extra=top)
+            return self._prediction(run, answer, source.replace("fallback", "top"))
         relevant = [by_id[i] for i in run.relevant_ids if i in by_id]
         fallback = [Evidence((p,)) for p in relevant or root_children]
         answer, source = self._answer(run, fallback)
