@@ -35,7 +35,23 @@ from treeqa.runs import (
 from treeqa.stats import compare_records
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated", "judge", "path-judge",
-              "settings")
+              "settings", "reader", "reader-mipro")
+# compilers that prepare a program from the annotations or its settings; an EM teleprompter can run
+# on what one of them made: `--optimizer path-judge+reader`
+PREPARERS = ("annotated", "judge", "path-judge", "settings")
+
+
+def stages(optimizer: str) -> list[str]:
+    """The compilers `--optimizer` names, in order: one, or a preparer then an EM teleprompter."""
+    names = optimizer.split("+")
+    unknown = [n for n in names if n not in OPTIMIZERS]
+    if unknown or len(names) > 2:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}, or a preparer "
+                         f"({', '.join(PREPARERS)}) then another, joined by '+' (e.g. path-judge+reader)")
+    if len(names) == 2 and (names[0] not in PREPARERS or names[1] in PREPARERS):
+        raise ValueError(f"--optimizer {optimizer}: the first of two must be a preparer ({', '.join(PREPARERS)}) "
+                         f"and the second an EM teleprompter (e.g. path-judge+reader, annotated+mipro)")
+    return names
 
 
 # --- metrics the teleprompters optimise -------------------------------------------------
@@ -83,6 +99,12 @@ def max_calls_per_question(program: dspy.Module) -> int:
 
 def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[str, int]) -> int:
     """The most program runs times calls per run that a teleprompter makes, roughly bounded."""
+    if "+" in optimizer:
+        return sum(compile_call_bound(name, per_q, n_train, settings) for name in stages(optimizer))
+    if optimizer in ("reader", "reader-mipro"):  # one recorded run of the program, then one call an example
+        scored = (n_train * (settings["candidates"] + 4) if optimizer == "reader"
+                  else n_train * settings["candidates"] + settings["trials"] * n_train)
+        return n_train * per_q + scored
     runs = {
         "bootstrap": n_train,
         "random-search": n_train * (settings["candidates"] + 4),
@@ -133,18 +155,24 @@ class OptimizeSpec(BaseModel):
     @model_validator(mode="after")
     def _known_names(self) -> OptimizeSpec:
         """Unknown names and bad settings fail before any folder is made or any LM is called."""
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        names = stages(self.optimizer)
         check_spec_names(self.program, self.dataset, None, self.retriever, self.preset)
         validate_params(self.program, self.params)
-        if self.optimizer == "settings":
+        if any(name.startswith("reader") for name in names):
+            from treeqa.programs import PROGRAMS
+
+            if PROGRAMS[self.program].reader is None:
+                readers = [name for name, cls in PROGRAMS.items() if cls.reader]
+                raise ValueError(f"--optimizer {self.optimizer}: {self.program} declares no reader "
+                                 f"(programs with one: {', '.join(readers)})")
+        if "settings" in names:
             from treeqa.programs import PROGRAMS
 
             if not PROGRAMS[self.program].settings_space():
                 searchable = [name for name, cls in PROGRAMS.items() if cls.settings_space()]
                 raise ValueError(f"--optimizer settings: {self.program} has no settings to search "
                                  f"(programs with some: {', '.join(searchable)})")
-        if self.optimizer == "path-judge":
+        if "path-judge" in names:
             from treeqa.programs import PROGRAMS
 
             if "path_judge" not in PROGRAMS[self.program].settings_model().model_fields:
@@ -171,10 +199,14 @@ class OptimizeSpec(BaseModel):
                 "depth": 1, "steps": 2, "bsize": min(4, self.train), "metric_calls": self.metric_calls}
 
 
-def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM | None):
-    """The teleprompter and its compile() keyword arguments, sized for a small CPU budget."""
+def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM | None, name: str | None = None,
+                      out_dir: Path | None = None):
+    """The teleprompter `name` (default: the spec's one optimizer) and its compile() keyword
+    arguments, sized for a small CPU budget; `out_dir` keeps what a compile records."""
     from dspy.teleprompt import COPRO, GEPA, SIMBA, BootstrapFewShot, BootstrapFewShotWithRandomSearch, MIPROv2
 
+    name = name or spec.optimizer
+    spec = spec.model_copy(update={"optimizer": name})
     teacher = {"lm": teacher_lm} if teacher_lm is not None else None
     proposer = teacher_lm or task_lm
     t = spec.tuning()
@@ -217,6 +249,13 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
 
         return SettingsSearch(em_metric, candidates=t["candidates"], seed=spec.seed, demos=spec.annotated_demos,
                               threads=spec.threads), {}
+    if spec.optimizer in ("reader", "reader-mipro"):
+        from treeqa.teleprompt import RecordedReader
+
+        return RecordedReader(em_metric, teleprompter="random-search" if spec.optimizer == "reader" else "mipro",
+                              record_path=out_dir / "recorded-reads.jsonl" if out_dir is not None else None,
+                              max_demos=spec.max_demos, candidates=t["candidates"], trials=t["trials"],
+                              seed=spec.seed, threads=spec.threads, prompt_model=proposer), {}
     if spec.optimizer == "gepa":
         return (GEPA(metric=em_feedback_metric, max_metric_calls=t["metric_calls"], reflection_lm=proposer,
                      num_threads=spec.threads, seed=spec.seed, track_stats=False),
@@ -269,8 +308,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
 
-    if spec.optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {spec.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    names = stages(spec.optimizer)
     out_dir = Path(out) if out else spec.default_out()
     train_split, dev_split = splits_for(spec.dataset)
     calls = plan(spec)
@@ -283,8 +321,8 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     select_examples(spec.dataset, dev_split, spec.dev, spec.seed, spec.skip, option="--dev")
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
-    fit_on, valset = gepa_split(trainset) if spec.optimizer == "gepa" else (trainset, None)
-    if spec.optimizer in ("annotated", "judge", "path-judge"):  # fail before any evaluation, not after zero-shot
+    fit_on, valset = gepa_split(trainset) if "gepa" in names else (trainset, None)
+    if set(names) & {"annotated", "judge", "path-judge"}:  # fail before any evaluation, not after zero-shot
         from treeqa.annotated import usable
 
         if not any(usable(ex) for ex in trainset):
@@ -328,18 +366,21 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     else:
         echo(f"[2/3] compiling with {spec.optimizer} on {len(trainset)} {spec.dataset} {train_split} questions")
         teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
-        teleprompter, kwargs = make_teleprompter(spec, lm, teacher)
         started = time.perf_counter()
-        if valset is not None:
-            kwargs["valset"] = valset
+        compiled = program
         with dspy.context(lm=lm, adapter=adapter_for(lm)), dspy.track_usage() as usage:
-            compiled = teleprompter.compile(program, trainset=fit_on, **kwargs)
+            for name in names:  # a preparer's program is the next teleprompter's student
+                teleprompter, kwargs = make_teleprompter(spec, lm, teacher, name=name, out_dir=out_dir)
+                if name == "gepa" and valset is not None:
+                    kwargs["valset"] = valset
+                compiled = teleprompter.compile(compiled, trainset=fit_on if name == "gepa" else trainset,
+                                                **kwargs)
         calls_made = sum(len(v) for v in usage.usage_data.values())
         compile_info = {"optimizer": spec.optimizer, "train": len(trainset), "train_split": train_split,
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
                         "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
                         "instructions_changed": changed_instructions(program, compiled)}
-        for found in ("judge_fit", "settings_search"):
+        for found in ("judge_fit", "settings_search", "reader_fit"):
             if getattr(compiled, found, None):
                 compile_info[found] = getattr(compiled, found)
                 echo(f"      {found.replace('_', ' ')}: {compile_info[found]}")
@@ -371,6 +412,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         f"instructions rewritten: {compile_info.get('instructions_changed', [])}"
         f"{'; judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}"
         f"{'; settings search: ' + str(compile_info['settings_search']) if compile_info.get('settings_search') else ''}"
+        f"{'; reader on recorded reads: ' + str(compile_info['reader_fit']) if compile_info.get('reader_fit') else ''}"
         ".\n"
         f"Versions: {report['versions']}\n")
     echo(table)

@@ -29,6 +29,8 @@ class DirectAnswer(QAProgram):
         >>> DirectAnswer()(question="who wrote the opera carmen").answer
     """
 
+    reader = "answer"
+
     @classmethod
     def call_bound(cls, settings) -> int:
         return 1
@@ -81,6 +83,7 @@ class RetrieveThenAnswer(QAProgram):
     """
 
     retrieves = True
+    reader = "answer"
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
@@ -120,6 +123,8 @@ class GenRead(QAProgram):
         >>> pred = GenRead()(question="who wrote the opera carmen")
         >>> pred.document, pred.answer
     """
+
+    reader = "answer"
 
     @classmethod
     def call_bound(cls, settings) -> int:

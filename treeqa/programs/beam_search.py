@@ -175,6 +175,7 @@ class BeamSearchQA(QAProgram):
     retrieves = True
     concurrent = True
     fitted_settings = ("path_judge",)
+    reader = "answer"  # Answer, called for every state; the recorded read is a question's last one
 
     def check_fitted(self, fitted: dict) -> None:
         if fitted.get("path_judge") is not None:

@@ -33,6 +33,7 @@ class QAProgram(dspy.Module):
     # settings a compiler fits and DSPy's `load` restores onto a built program (plain values the
     # program reads at question time); any other setting must already match the saved one
     fitted_settings: ClassVar[tuple[str, ...]] = ()
+    reader: ClassVar[str | None] = None  # the predictor whose output is the answer (compiled on recorded reads)
     _settings_models: ClassVar[dict[type, type[BaseModel]]] = {}
 
     @classmethod

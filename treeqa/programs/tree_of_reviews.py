@@ -226,6 +226,7 @@ class _ReviewProgram(QAProgram):
 
     retrieves = True
     fitted_settings = ("relevance_threshold",)
+    reader = "fuse"
 
     def check_fitted(self, fitted: dict) -> None:
         threshold = fitted.get("relevance_threshold")

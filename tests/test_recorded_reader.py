@@ -1,0 +1,85 @@
+import json
+
+import dspy
+import pytest
+
+from tests.fakes import FakeRetriever, generic_lm, scripted_lm
+from treeqa.data import load_examples
+from treeqa.optimize import OptimizeSpec, compile_call_bound, em_metric, plan, run_optimize, stages
+from treeqa.programs import build_program
+from treeqa.teleprompt import RecordedReader, record_reads
+
+# the first question is answered right, the second wrong: one read to learn from
+ANSWERS = {"cog railway": "1871", "Rigi Railways": "Mount Pilatus"}
+
+
+def learner():
+    """Answers the first train question right; the second only once a demo is in the prompt."""
+    def respond(call):
+        prompt = json.dumps(call.messages)
+        if "cog railway" in call.messages[-1]["content"]:
+            return {"answer": "1871"}
+        return {"answer": "Mount Rigi" if "1871" in prompt else "Mount Pilatus"}
+
+    return scripted_lm(respond, whole_call=True)[0]
+
+
+def test_reads_are_recorded_once_and_the_reader_compiled_on_them(fixture_data, tmp_path):
+    train = load_examples("hotpotqa", "train", n=2)
+    lm = learner()
+    retriever = FakeRetriever()
+    record = tmp_path / "reads.jsonl"
+    with dspy.context(lm=lm):
+        compiled = RecordedReader(em_metric, record_path=record, candidates=1).compile(
+            build_program("rta", retriever), trainset=train)
+    reads = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [r["id"] for r in reads] == [ex.id for ex in train]
+    assert set(reads[0]["inputs"]) == {"question", "passages"} and reads[0]["answers"] == ["1871"]
+    assert compiled.reader_fit == {"reader": "answer", "teleprompter": "random-search", "recorded": 2,
+                                   "examples": 2, "demos": 1}
+    (demo,) = compiled.answer.demos  # the read it got right, with its own passages
+    assert demo["answer"] == "1871" and demo["passages"] == reads[0]["inputs"]["passages"]
+    searches = len(retriever.queries)
+    with dspy.context(lm=lm):
+        again = record_reads(build_program("rta", retriever), train, record)
+    assert again == reads and len(retriever.queries) == searches  # resumed: no program run again
+
+
+def test_a_torn_record_line_is_run_again(fixture_data, tmp_path):
+    train = load_examples("hotpotqa", "train", n=2)
+    record = tmp_path / "reads.jsonl"
+    with dspy.context(lm=generic_lm(ANSWERS)):
+        record_reads(build_program("direct"), train[:1], record)
+        record.write_text(record.read_text() + '{"id": "hp-tr')  # killed mid-line
+        reads = record_reads(build_program("direct"), train, record)
+    assert [r["id"] for r in reads] == [ex.id for ex in train]
+
+
+def test_programs_without_a_reader_and_bad_chains_are_refused():
+    with pytest.raises(ValueError, match="cot declares no reader"):
+        OptimizeSpec(program="cot", optimizer="reader")
+    with pytest.raises(ValueError, match="first of two must be a preparer"):
+        stages("reader+path-judge")
+    with pytest.raises(ValueError, match="unknown optimizer 'path-judge\\+nope'"):
+        stages("path-judge+nope")
+    assert stages("path-judge+reader") == ["path-judge", "reader"]
+    settings = OptimizeSpec(program="tor").tuning()
+    assert compile_call_bound("path-judge+reader", 6, 10, settings) == 0 + 10 * 6 + 10 * 6
+
+
+def test_a_composed_compile_keeps_the_judge_and_compiles_the_reader(fixture_data, tmp_path, monkeypatch):
+    import treeqa.lm
+
+    lm = learner()
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: FakeRetriever())
+    spec = OptimizeSpec(program="rta", dataset="hotpotqa", optimizer="settings+reader", train=2, dev=2,
+                        candidates=1)
+    assert plan(spec)["compile_max"] == compile_call_bound("settings", 1, 2, spec.tuning()) + 2 + 2 * 5
+    result = run_optimize(spec, tmp_path / "O")
+    saved = json.loads((tmp_path / "O" / "compiled.json").read_text())
+    fit = saved["treeqa"]["compile"]
+    assert fit["optimizer"] == "settings+reader" and fit["reader_fit"]["examples"] == 2
+    assert "settings_search" in fit and len(saved["answer"]["demos"]) >= 1  # reads it got right
+    assert (tmp_path / "O" / "recorded-reads.jsonl").is_file()
+    assert result["report"]["compiled"]["n"] == 2
