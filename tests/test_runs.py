@@ -81,7 +81,7 @@ def test_evaluate_command_reports_bad_input(fixture_data, tmp_path):
     assert result.exit_code != 0 and "key=value" in result.output
 
 
-def test_threads_go_inside_beam_and_tor_and_never_to_the_embedded_engine():
+def test_threads_run_questions_in_parallel_and_never_on_the_embedded_engine():
     from treeqa.lm import LlamaEngine
     from treeqa.runs import split_threads
 
@@ -92,7 +92,7 @@ def test_threads_go_inside_beam_and_tor_and_never_to_the_embedded_engine():
     local = dspy.LM("local/x", engine=LlamaEngine(llama=Fake()))
     remote = treeqa.lm.get_lm("hosted_vllm/m", api_base="http://127.0.0.1:9/v1")
     assert split_threads("tor", 8, local) == (1, 1)
-    assert split_threads("tor", 8, remote) == (8, 1)
-    assert split_threads("beam", 4, remote) == (4, 1)
+    assert split_threads("tor", 8, remote) == (1, 8)  # questions in parallel: they are independent
+    assert split_threads("beam", 4, remote) == (1, 4)
     assert split_threads("rta", 4, remote) == (1, 4)
     assert split_threads("rta", 1, remote) == (1, 1)

@@ -8,7 +8,7 @@ import dspy
 import numpy as np
 import pytest
 
-from tests.fakes import FakeRetriever, Overlap
+from tests.fakes import FakeRetriever, Overlap, review_kind, scripted_lm
 from tests.review_fakes import (  # noqa: F401 - autouse
     Q,
     answering,
@@ -459,6 +459,12 @@ def test_threads_review_siblings_concurrently_with_the_same_tree():
     strip = lambda pred: [{k: v for k, v in n.items() if k != "failures"} for n in pred.tree["nodes"]]  # noqa: E731
     assert strip(parallel) == strip(serial)
     assert parallel.answer == serial.answer and parallel.evidence == serial.evidence
+    # every call made in a worker thread reaches the caller's usage tracker (a question's lm_calls)
+    lm, engine = scripted_lm(script, classify=review_kind, whole_call=True, usage=(1, 1))
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(3, 2), expansion="direct", threads=3)
+    with dspy.context(lm=lm), dspy.track_usage() as usage:
+        program(question=Q)
+    assert sum(len(v) for v in usage.usage_data.values()) == len(engine.calls) > 3
 
 
 def test_threads_must_be_positive():

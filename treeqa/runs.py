@@ -136,16 +136,19 @@ def data_line(data: dict[str, str]) -> str:
 def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
     """(calls in parallel inside a question, questions in parallel) for `--threads`.
 
-    The embedded engine serves one call at a time: both are 1. Against an endpoint, programs
-    that declare `concurrent` (beam, tor) send a level's calls together; the others run
-    questions in parallel.
+    The embedded engine serves one call at a time: both are 1. Against an endpoint an
+    evaluation runs `threads` questions at once, whatever the program: questions are
+    independent, while inside one question a search level holds only a few independent calls
+    (a beam's 2 state chains, a node's 3-5 reviews) and levels follow each other, so on a
+    simulated endpoint 4 threads gave the beam 1.8x inside questions and 3.8x across them
+    (`benchmarks/endpoint.md`). A program's own `threads` setting (`--param threads=N`, what
+    serving one question at a time wants) still sends a level's calls together.
     """
     from treeqa.lm import is_embedded
-    from treeqa.programs import PROGRAMS
 
     if threads <= 1 or is_embedded(lm):
         return 1, 1
-    return (threads, 1) if PROGRAMS[program].concurrent else (1, threads)
+    return 1, threads
 
 
 def claim_folder(out_dir: Path, spec: EvalSpec) -> None:

@@ -7,14 +7,16 @@ so a bug fails a test instead of becoming an empty answer.
 
 The embedded model serves one call at a time (two cores gain nothing from overlap), so
 programs default to `threads=1` and run in order; against a remote endpoint, `threads > 1`
-sends sibling calls together. DSPy's ParallelExecutor carries the caller's settings (LM,
-adapter, usage tracker, callbacks) into each worker thread.
+sends sibling calls together, each in a copy of the caller's context (DSPy's settings and its
+usage tracker go with it).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -132,14 +134,17 @@ def safe_call(predictor: Callable[..., dspy.Prediction], failures: list[dict], w
 
 
 def map_calls(fn: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:
-    """`[fn(x) for x in items]`, in order; concurrent when threads > 1. `fn` must not raise."""
+    """`[fn(x) for x in items]`, in order; concurrent when threads > 1. `fn` must not raise.
+
+    Each call runs in a copy of the caller's context, so DSPy's settings (LM, adapter, callbacks)
+    and the caller's usage tracker are the caller's own: DSPy's ParallelExecutor gives each
+    worker a deep copy of the tracker, and the calls it made were missing from a question's
+    `lm_calls` and tokens."""
     if threads <= 1 or len(items) <= 1:
         return [fn(item) for item in items]
-    from dspy.utils.parallelizer import ParallelExecutor
-
-    executor = ParallelExecutor(num_threads=min(threads, len(items)), disable_progress_bar=True,
-                                max_errors=len(items) + 1, timeout=600)
-    return executor.execute(fn, list(items))
+    with ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="treeqa-calls") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
+        return [future.result() for future in futures]
 
 
 # --- search steps, as they happen ------------------------------------------------------------

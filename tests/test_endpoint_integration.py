@@ -1,0 +1,65 @@
+"""Every program against a real OpenAI-compatible server: llama.cpp's (llama-cpp-python's server
+extra) serving the embedded GGUF on 127.0.0.1, reached the way a user reaches vLLM or a hosted
+API (`--lm openai/<name> --api-base URL`), through DSPy's chat adapter. Small settings and one
+question each keep it to minutes."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import llama_server, requires_shared_data
+from treeqa.evaluation import read_records
+from treeqa.runs import EvalSpec, run_evaluation
+
+pytestmark = [pytest.mark.integration, requires_shared_data]
+
+SMALL = {"tor": {"widths": [2, 2], "expansion": "direct"}, "cor": {"k": 3, "max_turns": 2},
+         "beam": {"depth": 1, "beam_size": 2, "max_queries": 1}, "rta": {}, "direct": {}}
+
+
+@pytest.fixture(autouse=True)
+def endpoint_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "none")  # what users of a local server set
+
+
+@pytest.mark.parametrize("program", ["direct", "rta", "cor", "tor", "beam"])
+def test_every_program_parses_a_real_servers_replies(llama_server_url, program, tmp_path):
+    spec = EvalSpec(program=program, dataset="hotpotqa", split="dev", n=1, lm="openai/qwen",
+                    api_base=llama_server_url, params=SMALL[program], cache=False)
+    result = run_evaluation(spec, tmp_path / program)
+    (record,) = result["records"]
+    print(program, record["prediction"], record["lm_calls"], record["seconds"])
+    assert record["prediction"] and record["failed_calls"] == 0 and not record.get("error")
+    assert result["summary"]["parse_success"] == 100.0 and record["lm_calls"] >= 1
+
+
+def test_relevance_threshold_reads_log_probabilities_from_the_server(llama_server_url, tmp_path):
+    spec = EvalSpec(program="tor", dataset="hotpotqa", split="dev", n=1, lm="openai/qwen",
+                    api_base=llama_server_url, params={"widths": [2], "expansion": "direct",
+                                                       "relevance_threshold": 0.5}, cache=False)
+    (record,) = run_evaluation(spec, tmp_path / "R")["records"]
+    reviewed = [n for n in record["tree"]["nodes"] if n.get("relevant") is not None]
+    assert reviewed and all(n.get("p_relevant") is not None for n in reviewed)
+    assert record["tree"]["stats"]["judge_fallbacks"] == 0
+
+
+def test_serve_backed_by_the_server(llama_server_url):
+    from treeqa.cli import load_served
+    from treeqa.serving import create_app
+
+    served = load_served(None, "direct", "hotpotqa", "dense", "openai/qwen", llama_server_url, cache=False)
+    with TestClient(create_app(served, concurrency=2, time_limit=300)) as client:
+        body = client.post("/v1/ask", json={"question": "What is the capital of France?"}).json()
+    assert "paris" in body["answer"].lower() and body["failures"] == [] and body["lm_calls"] == 1
+
+
+def test_a_server_killed_mid_run_gives_recorded_failures_and_a_resumable_run(tmp_path, settings_env):
+    settings_env(lm_timeout=20, lm_retries=0)
+    spec = dict(program="direct", dataset="hotpotqa", split="dev", lm="openai/qwen", cache=False)
+    with llama_server() as url:
+        run_evaluation(EvalSpec(n=2, api_base=url, **spec), tmp_path / "R")
+    # the server is gone: the third question's call fails, is recorded, and the run goes on
+    result = run_evaluation(EvalSpec(n=3, api_base=url, **spec), tmp_path / "R")
+    assert [r["failed_calls"] > 0 for r in result["records"]] == [False, False, True]
+    with llama_server() as url:  # back (on another port: the endpoint is not part of the spec)
+        again = run_evaluation(EvalSpec(n=3, api_base=url, **spec), tmp_path / "R", retry_failed=True)
+    assert again["summary"]["failed_calls"] == 0 and len(read_records(tmp_path / "R" / "predictions.jsonl")) == 3
