@@ -23,7 +23,7 @@ model: install
 
 # the main job: compile TreeOfReviews on HotpotQA, zero-shot vs compiled (about 30 minutes)
 demo: model
-	$(BIN)/python optimize.py --program tor --dataset hotpotqa --optimizer path-judge --train 100
+	$(BIN)/python optimize.py --program tor --dataset hotpotqa
 
 compare: model
 	$(BIN)/treeqa compare

@@ -208,3 +208,15 @@ def test_the_zero_shot_side_can_start_from_a_reference_run(scripted, tmp_path):
     run_evaluation(_spec(dev=1).eval_spec(), other)
     with pytest.raises(ValueError, match="holds a run of another spec"):
         run_optimize(_spec(zero_shot_from=str(other)), tmp_path / "O2")
+
+
+def test_the_plain_command_compiles_with_the_programs_default(fixture_data):
+    from typer.testing import CliRunner
+
+    from treeqa.cli import app
+
+    tor = CliRunner().invoke(app, ["optimize", "--program", "tor", "--plan"])
+    direct = CliRunner().invoke(app, ["optimize", "--program", "direct", "--plan"])
+    chosen = CliRunner().invoke(app, ["optimize", "--program", "tor", "--optimizer", "bootstrap", "--plan"])
+    assert tor.exit_code == 0 and "(path-judge, 100 train)" in tor.output
+    assert "(bootstrap, 20 train)" in direct.output and "(bootstrap, 20 train)" in chosen.output

@@ -389,8 +389,12 @@ def view(
 def optimize_cmd(
     program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = "tor",
     dataset: Annotated[str, typer.Option(help=f"One of {', '.join(DATASETS)}.")] = "hotpotqa",
-    optimizer: Annotated[str, typer.Option(help=f"One of {', '.join(OPTIMIZERS)}.")] = "bootstrap",
-    train: Annotated[int, typer.Option(help="Training questions to compile on.")] = 20,
+    optimizer: Annotated[str | None, typer.Option(help=f"One of {', '.join(OPTIMIZERS)}, or a preparer and "
+                                                      "an EM teleprompter joined by '+' (default: the program's "
+                                                      "own default compile: path-judge for tor and beam, "
+                                                      "else bootstrap).")] = None,
+    train: Annotated[int | None, typer.Option(help="Training questions to compile on (default: the program's "
+                                                   "default compile's: 100 for path-judge, else 20).")] = None,
     dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 20,
     skip: Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a "
                                            "sample already examined), taking the next DEV.")] = 0,
@@ -423,6 +427,10 @@ def optimize_cmd(
     from treeqa.evaluation import RunAborted
     from treeqa.optimize import OptimizeSpec, run_optimize
 
+    default = PROGRAMS[program].default_compile if program in PROGRAMS else {"optimizer": "bootstrap", "train": 20}
+    if train is None:
+        train = default["train"] if optimizer in (None, default["optimizer"]) else 20
+    optimizer = optimizer or default["optimizer"]
     try:
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train=train, dev=dev, seed=seed,
                             skip=skip, lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever,

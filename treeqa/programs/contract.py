@@ -34,6 +34,9 @@ class QAProgram(dspy.Module):
     # program reads at question time); any other setting must already match the saved one
     fitted_settings: ClassVar[tuple[str, ...]] = ()
     reader: ClassVar[str | None] = None  # the predictor whose output is the answer (compiled on recorded reads)
+    # what `optimize` compiles with when no --optimizer / --train is given: the compile that
+    # measured best for the program (DSPy's BootstrapFewShot where nothing else was measured)
+    default_compile: ClassVar[dict[str, Any]] = {"optimizer": "bootstrap", "train": 20}
     _settings_models: ClassVar[dict[type, type[BaseModel]]] = {}
 
     @classmethod

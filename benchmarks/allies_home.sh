@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 29: ALLIES where its paper measured it. On 100 seeded test questions of NQ (then
+# TriviaQA and WebQ): direct, rta (top 5), genread, the zero-shot beam with the paper's preset
+# for the set, and the beam compiled (`--optimizer reader`: its Answer compiled on recorded reads
+# of the dev split, which these sets use for training). Embedded model, --no-cache, one run at a
+# time; every run appends per-question records, so running this again resumes where it stopped.
+#   DATASET=nq N=100 bash benchmarks/allies_home.sh [step ...]
+#   steps: direct rta genread beam beam-reader record     (default: all, in this order)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+DATASET=${DATASET:-nq}
+N=${N:-100}
+TRAIN=${TRAIN:-100}
+OUT=${OUT:-benchmarks/runs/$DATASET-test$N}
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(direct rta genread beam beam-reader record)
+for step in "${steps[@]}"; do
+    case "$step" in
+        direct|genread)
+            "$BIN/treeqa" evaluate --program "$step" --dataset "$DATASET" --n "$N" --no-cache --out "$OUT/$step" ;;
+        rta)
+            "$BIN/treeqa" evaluate --program rta --param k=5 --dataset "$DATASET" --n "$N" --no-cache --out "$OUT/rta" ;;
+        beam)
+            "$BIN/treeqa" evaluate --program beam --preset "$DATASET" --dataset "$DATASET" --n "$N" --no-cache \
+                --out "$OUT/beam" ;;
+        beam-reader)
+            "$BIN/treeqa" optimize --program beam --preset "$DATASET" --dataset "$DATASET" --optimizer reader \
+                --train "$TRAIN" --dev "$N" --no-cache --zero-shot-from "$OUT/beam" --out "$OUT/beam-reader" ;;
+        record)
+            "$BIN/python" benchmarks/record.py "$DATASET-test$N" "$OUT/direct" "$OUT/rta" "$OUT/genread" "$OUT/beam" \
+                "$OUT/beam-reader" \
+                --pair beam:rta --pair beam:genread --pair beam:direct --pair beam-reader:beam --pair beam-reader:rta \
+                --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled with --optimizer reader on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads plus the NQ-open gold passages; runs one at a time.}" ;;
+        *) echo "unknown step $step" >&2; exit 2 ;;
+    esac
+done
