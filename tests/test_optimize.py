@@ -9,17 +9,16 @@ from tests.fakes import generic_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
 from treeqa.optimize import (
-    OPTIMIZERS,
     OptimizeSpec,
     changed_instructions,
-    em_feedback_metric,
-    em_metric,
     gepa_split,
     max_calls_per_question,
+    optimizer_names,
     run_optimize,
     splits_for,
 )
 from treeqa.programs import build_program
+from treeqa.teleprompt.metrics import em_feedback_metric, em_metric
 
 # fixture questions: dev "Rigi Railway company" -> Lake Zurich, "Weggis" -> yes; train "cog railway" -> 1871
 ANSWERS = {"Rigi Railway company": "Lake Zurich", "cog railway": "1871", "Which mountain": "Mount Rigi", "Weggis": "no"}
@@ -105,7 +104,7 @@ def test_save_compiled_refuses_other_formats(tmp_path):
         save_compiled(build_program("direct"), tmp_path / "x.pkl", name="direct", dataset="hotpotqa", retriever="dense")
 
 
-@pytest.mark.parametrize("optimizer", [o for o in OPTIMIZERS if o != "path-judge"])  # tor only: test_path_judge
+@pytest.mark.parametrize("optimizer", [o for o in optimizer_names() if o != "path-judge"])  # tor: test_path_judge
 def test_every_optimizer_runs_on_a_tiny_setting(scripted, tmp_path, optimizer):
     out = tmp_path / optimizer
     program = {"program": "rta", "retriever": "bm25"} if optimizer == "settings" else {}  # direct has none to tune
@@ -220,3 +219,31 @@ def test_the_plain_command_compiles_with_the_programs_default(fixture_data):
     chosen = CliRunner().invoke(app, ["optimize", "--program", "tor", "--optimizer", "bootstrap", "--plan"])
     assert tor.exit_code == 0 and "(path-judge, 100 train)" in tor.output
     assert "(bootstrap, 20 train)" in direct.output and "(bootstrap, 20 train)" in chosen.output
+
+
+def test_a_new_compiler_is_one_file(scripted, tmp_path):
+    """A file that registers a compiler is offered, planned, composed and run, nothing else changed."""
+    import importlib.util
+
+    from treeqa.teleprompt.base import COMPILERS
+
+    (tmp_path / "toy_compiler.py").write_text(
+        "from dspy.teleprompt.teleprompt import Teleprompter\n"
+        "from treeqa.teleprompt import Compiler, register\n\n"
+        "class Instruct(Teleprompter):\n"
+        "    def compile(self, student, *, trainset, **kw):\n"
+        "        program = student.deepcopy()\n"
+        "        for _, p in program.named_predictors():\n"
+        "            p.signature = p.signature.with_instructions('Answer tersely.')\n"
+        "        return program\n\n"
+        "register(Compiler('toy', lambda c: (Instruct(), {}), lambda per_q, n, t: 7, preparer=True))\n")
+    spec = importlib.util.spec_from_file_location("toy_compiler", tmp_path / "toy_compiler.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    try:
+        assert "toy" in optimizer_names()
+        assert run_optimize(_spec(optimizer="toy+bootstrap", train=1, max_demos=1), tmp_path / "O",
+                            plan_only=True)["plan"]["compile_max"] == 7 + 1
+        result = run_optimize(_spec(optimizer="toy", train=1), tmp_path / "O2")
+        assert result["report"]["compile"]["instructions_changed"] == ["answer"]
+    finally:
+        COMPILERS.pop("toy", None)

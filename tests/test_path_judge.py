@@ -207,7 +207,7 @@ def test_dspy_s_own_load_restores_the_judge_or_refuses_loudly(tmp_path):
 def test_the_optimize_spec_names_the_programs_with_a_judge_and_plans_no_compile_call():
     from treeqa.optimize import OptimizeSpec, plan
 
-    with pytest.raises(ValueError, match="programs with one: beam, tor"):
+    with pytest.raises(ValueError, match="programs it fits: beam, tor"):
         OptimizeSpec(program="direct", optimizer="path-judge")
     assert plan(OptimizeSpec(program="tor", optimizer="path-judge", train=5, dev=2))["compile_max"] == 0
     assert plan(OptimizeSpec(program="beam", optimizer="path-judge", train=5, dev=2))["compile_max"] == 0

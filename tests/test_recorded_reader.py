@@ -5,9 +5,10 @@ import pytest
 
 from tests.fakes import FakeRetriever, generic_lm, scripted_lm
 from treeqa.data import load_examples
-from treeqa.optimize import OptimizeSpec, compile_call_bound, em_metric, plan, run_optimize, stages
+from treeqa.optimize import OptimizeSpec, compile_call_bound, plan, run_optimize, stages
 from treeqa.programs import build_program
 from treeqa.teleprompt import RecordedReader, record_reads
+from treeqa.teleprompt.metrics import em_metric
 
 # the first question is answered right, the second wrong: one read to learn from
 ANSWERS = {"cog railway": "1871", "Rigi Railways": "Mount Pilatus"}

@@ -6,9 +6,9 @@ import pytest
 from tests.fakes import scripted_lm
 from tests.review_fakes import answering, no_real_encoder, review, review_kind, tree_retriever  # noqa: F401
 from treeqa.compiled import load_program, save_compiled
-from treeqa.optimize import em_metric
 from treeqa.programs import build_program
 from treeqa.settings_search import SettingsSearch, candidate_settings
+from treeqa.teleprompt.metrics import em_metric
 
 TRAIN = [dspy.Example(id=f"t{i}", question=f"Two-hop question {i}?", answers=["right"]).with_inputs("question")
          for i in range(3)]

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from treeqa.data.loaders import DATASETS
-from treeqa.optimize import OPTIMIZERS
+from treeqa.optimize import optimizer_names
 from treeqa.programs import PRESETS, PROGRAMS
 from treeqa.settings import get_settings
 
@@ -389,7 +389,7 @@ def view(
 def optimize_cmd(
     program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = "tor",
     dataset: Annotated[str, typer.Option(help=f"One of {', '.join(DATASETS)}.")] = "hotpotqa",
-    optimizer: Annotated[str | None, typer.Option(help=f"One of {', '.join(OPTIMIZERS)}, or a preparer and "
+    optimizer: Annotated[str | None, typer.Option(help=f"One of {', '.join(optimizer_names())}, or a preparer and "
                                                       "an EM teleprompter joined by '+' (default: the program's "
                                                       "own default compile: path-judge for tor and beam, "
                                                       "else bootstrap).")] = None,

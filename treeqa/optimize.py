@@ -18,7 +18,6 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field, model_validator
 
-from treeqa.metrics import exact_match
 from treeqa.programs import validate_params
 from treeqa.runs import (
     RUNS_DIR,
@@ -34,46 +33,32 @@ from treeqa.runs import (
 )
 from treeqa.stats import compare_records
 
-OPTIMIZERS = ("bootstrap", "random-search", "mipro", "copro", "simba", "gepa", "annotated", "judge", "path-judge",
-              "settings", "reader", "reader-mipro")
-# compilers that prepare a program from the annotations or its settings; an EM teleprompter can run
-# on what one of them made: `--optimizer path-judge+reader`
-PREPARERS = ("annotated", "judge", "path-judge", "settings")
+
+def optimizer_names() -> tuple[str, ...]:
+    """Every `--optimizer`, as the compiler registry (`treeqa.teleprompt`) has them."""
+    from treeqa.teleprompt import compilers
+
+    return tuple(compilers())
+
+
+def preparers() -> tuple[str, ...]:
+    """Compilers that prepare a program from annotations or settings: an EM teleprompter can
+    run on what one of them made (`--optimizer path-judge+reader`)."""
+    from treeqa.teleprompt import compilers
+
+    return tuple(name for name, c in compilers().items() if c.preparer)
 
 
 def stages(optimizer: str) -> list[str]:
     """The compilers `--optimizer` names, in order: one, or a preparer then an EM teleprompter."""
-    names = optimizer.split("+")
-    unknown = [n for n in names if n not in OPTIMIZERS]
-    if unknown or len(names) > 2:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}, or a preparer "
-                         f"({', '.join(PREPARERS)}) then another, joined by '+' (e.g. path-judge+reader)")
-    if len(names) == 2 and (names[0] not in PREPARERS or names[1] in PREPARERS):
-        raise ValueError(f"--optimizer {optimizer}: the first of two must be a preparer ({', '.join(PREPARERS)}) "
+    names, known, ready = optimizer.split("+"), optimizer_names(), preparers()
+    if any(n not in known for n in names) or len(names) > 2:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(known)}, or a preparer "
+                         f"({', '.join(ready)}) then another, joined by '+' (e.g. path-judge+reader)")
+    if len(names) == 2 and (names[0] not in ready or names[1] in ready):
+        raise ValueError(f"--optimizer {optimizer}: the first of two must be a preparer ({', '.join(ready)}) "
                          f"and the second an EM teleprompter (e.g. path-judge+reader, annotated+mipro)")
     return names
-
-
-# --- metrics the teleprompters optimise -------------------------------------------------
-
-def em_metric(example: dspy.Example, prediction: Any, trace: Any = None) -> float | bool:
-    """Exact match of the answer; while bootstrapping (trace given) only a full match passes."""
-    score = exact_match(str(getattr(prediction, "answer", "") or ""), example.answers)
-    return score >= 1.0 if trace is not None else score
-
-
-def em_feedback_metric(gold: dspy.Example, pred: Any, trace: Any = None, pred_name: str | None = None,
-                       pred_trace: Any = None) -> dspy.Prediction:
-    """EM with a sentence of feedback, as GEPA's reflection needs."""
-    answer = str(getattr(pred, "answer", "") or "")
-    score = exact_match(answer, gold.answers)
-    if score:
-        feedback = f"Correct: {answer!r} matches the gold answer."
-    else:
-        feedback = (f"Wrong: the program answered {answer!r} but the gold answer is "
-                    f"{' / '.join(map(repr, gold.answers[:3]))}. Answers must be one short entity, "
-                    "exactly as a reference would write it, or yes/no for yes/no questions.")
-    return dspy.Prediction(score=score, feedback=feedback)
 
 
 # --- splits -------------------------------------------------------------------------------
@@ -98,30 +83,10 @@ def max_calls_per_question(program: dspy.Module) -> int:
 
 
 def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[str, int]) -> int:
-    """The most program runs times calls per run that a teleprompter makes, roughly bounded."""
-    if "+" in optimizer:
-        return sum(compile_call_bound(name, per_q, n_train, settings) for name in stages(optimizer))
-    if optimizer in ("reader", "reader-mipro"):  # one recorded run of the program, then one call an example
-        scored = (n_train * (settings["candidates"] + 4) if optimizer == "reader"
-                  else n_train * settings["candidates"] + settings["trials"] * n_train)
-        return n_train * per_q + scored
-    runs = {
-        "bootstrap": n_train,
-        "random-search": n_train * (settings["candidates"] + 4),
-        "mipro": n_train * settings["candidates"] + settings["trials"] * n_train,
-        "copro": settings["breadth"] * settings["depth"] * n_train * 4,
-        "simba": settings["steps"] * min(settings["bsize"], n_train) * (settings["candidates"] + 1),
-        "gepa": settings["metric_calls"],
-        "annotated": 0,  # demos from the annotations: no program run, no LM call
-        "judge": 0,
-        "path-judge": 0,  # the annotations and the encoder: no LM call
-        "settings": n_train * (settings["candidates"] + 1),  # the program's own settings and the candidates
-    }[optimizer]
-    if optimizer == "judge":  # one review per annotated paragraph: 2 gold and 2 distractors a question
-        from treeqa.judge import DISTRACTORS_PER_QUESTION
+    """The most LM calls the compilers of `optimizer` make, roughly bounded (their declarations)."""
+    from treeqa.teleprompt import compilers
 
-        return n_train * (2 + DISTRACTORS_PER_QUESTION)
-    return runs * per_q
+    return sum(compilers()[name].call_bound(per_q, n_train, settings) for name in stages(optimizer))
 
 
 # --- teleprompters ------------------------------------------------------------------------
@@ -158,27 +123,15 @@ class OptimizeSpec(BaseModel):
         names = stages(self.optimizer)
         check_spec_names(self.program, self.dataset, None, self.retriever, self.preset)
         validate_params(self.program, self.params)
-        if any(name.startswith("reader") for name in names):
-            from treeqa.programs import PROGRAMS
+        from treeqa.programs import PROGRAMS
+        from treeqa.teleprompt import compilers
 
-            if PROGRAMS[self.program].reader is None:
-                readers = [name for name, cls in PROGRAMS.items() if cls.reader]
-                raise ValueError(f"--optimizer {self.optimizer}: {self.program} declares no reader "
-                                 f"(programs with one: {', '.join(readers)})")
-        if "settings" in names:
-            from treeqa.programs import PROGRAMS
-
-            if not PROGRAMS[self.program].settings_space():
-                searchable = [name for name, cls in PROGRAMS.items() if cls.settings_space()]
-                raise ValueError(f"--optimizer settings: {self.program} has no settings to search "
-                                 f"(programs with some: {', '.join(searchable)})")
-        if "path-judge" in names:
-            from treeqa.programs import PROGRAMS
-
-            if "path_judge" not in PROGRAMS[self.program].settings_model().model_fields:
-                judged = [name for name, cls in PROGRAMS.items() if "path_judge" in cls.settings_model().model_fields]
-                raise ValueError(f"--optimizer path-judge: {self.program} has no path judge "
-                                 f"(programs with one: {', '.join(judged)})")
+        for name in names:
+            compiler = compilers()[name]
+            if not compiler.fits(PROGRAMS[self.program]):
+                fitting = [p for p, cls in PROGRAMS.items() if compiler.fits(cls)]
+                raise ValueError(f"--optimizer {self.optimizer}: {self.program} {compiler.unfit} "
+                                 f"(programs it fits: {', '.join(fitting) or 'none'})")
         return self
 
     def eval_spec(self) -> EvalSpec:
@@ -202,65 +155,13 @@ class OptimizeSpec(BaseModel):
 def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM | None, name: str | None = None,
                       out_dir: Path | None = None):
     """The teleprompter `name` (default: the spec's one optimizer) and its compile() keyword
-    arguments, sized for a small CPU budget; `out_dir` keeps what a compile records."""
-    from dspy.teleprompt import COPRO, GEPA, SIMBA, BootstrapFewShot, BootstrapFewShotWithRandomSearch, MIPROv2
+    arguments, as its compiler declares them; `out_dir` keeps what a compile records."""
+    from treeqa.teleprompt import CompileContext, compilers
 
     name = name or spec.optimizer
-    spec = spec.model_copy(update={"optimizer": name})
-    teacher = {"lm": teacher_lm} if teacher_lm is not None else None
-    proposer = teacher_lm or task_lm
-    t = spec.tuning()
-    # multi-step programs get bootstrapped demos only: a raw example has no fields for
-    # the inner predictors (review, score, ...), so labeled demos would be empty shells
-    common = dict(metric=em_metric, max_bootstrapped_demos=spec.max_demos, max_labeled_demos=0)
-    if spec.optimizer == "bootstrap":
-        return BootstrapFewShot(**common, teacher_settings=teacher, max_errors=10_000), {}
-    if spec.optimizer == "random-search":
-        return BootstrapFewShotWithRandomSearch(**common, teacher_settings=teacher,
-                                                num_candidate_programs=t["candidates"],
-                                                num_threads=spec.threads, max_errors=10_000), {}
-    if spec.optimizer == "mipro":
-        return (MIPROv2(**common, prompt_model=proposer, task_model=task_lm, teacher_settings=teacher, auto=None,
-                        num_candidates=t["candidates"], num_threads=spec.threads, max_errors=10_000, seed=spec.seed,
-                        verbose=False),
-                {"num_trials": t["trials"], "minibatch": False})
-    if spec.optimizer == "copro":
-        return (COPRO(prompt_model=proposer, metric=em_metric, breadth=t["breadth"], depth=t["depth"]),
-                {"eval_kwargs": {"num_threads": spec.threads, "display_progress": True}})
-    if spec.optimizer == "simba":
-        return (SIMBA(metric=em_metric, bsize=t["bsize"], num_candidates=t["candidates"], max_steps=t["steps"],
-                      max_demos=spec.max_demos, prompt_model=proposer, teacher_settings=teacher,
-                      num_threads=spec.threads),
-                {"seed": spec.seed})
-    if spec.optimizer == "annotated":
-        from treeqa.annotated import AnnotatedFewShot
-
-        return AnnotatedFewShot(k=spec.annotated_demos, seed=spec.seed), {}
-    if spec.optimizer == "judge":
-        from treeqa.judge import RelevanceJudge
-
-        return RelevanceJudge(k=spec.annotated_demos, seed=spec.seed), {}
-    if spec.optimizer == "path-judge":
-        from treeqa.path_judge import PathJudgeFit
-
-        return PathJudgeFit(k=spec.annotated_demos, seed=spec.seed), {}
-    if spec.optimizer == "settings":
-        from treeqa.settings_search import SettingsSearch
-
-        return SettingsSearch(em_metric, candidates=t["candidates"], seed=spec.seed, demos=spec.annotated_demos,
-                              threads=spec.threads), {}
-    if spec.optimizer in ("reader", "reader-mipro"):
-        from treeqa.teleprompt import RecordedReader
-
-        return RecordedReader(em_metric, teleprompter="random-search" if spec.optimizer == "reader" else "mipro",
-                              record_path=out_dir / "recorded-reads.jsonl" if out_dir is not None else None,
-                              max_demos=spec.max_demos, candidates=t["candidates"], trials=t["trials"],
-                              seed=spec.seed, threads=spec.threads, prompt_model=proposer), {}
-    if spec.optimizer == "gepa":
-        return (GEPA(metric=em_feedback_metric, max_metric_calls=t["metric_calls"], reflection_lm=proposer,
-                     num_threads=spec.threads, seed=spec.seed, track_stats=False),
-                {})
-    raise ValueError(f"unknown optimizer {spec.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+    if name not in compilers():
+        raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(optimizer_names())}")
+    return compilers()[name].build(CompileContext(spec, task_lm, teacher_lm, out_dir))
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -279,7 +180,7 @@ def gepa_split(trainset: list) -> tuple[list, list]:
     """GEPA's (train, val): 60/40. Without a valset GEPA scores every candidate on all of
     train, which spends most of a small metric-call budget on the first full evaluation."""
     if len(trainset) < 2:
-        raise ValueError("gepa needs at least 2 train questions (it holds some out to score candidates)")
+        raise ValueError("this optimizer needs at least 2 train questions (it holds some out to score candidates)")
     cut = max(1, round(len(trainset) * 0.6))
     return trainset[:cut], trainset[cut:]
 
@@ -321,8 +222,11 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     select_examples(spec.dataset, dev_split, spec.dev, spec.seed, spec.skip, option="--dev")
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
-    fit_on, valset = gepa_split(trainset) if "gepa" in names else (trainset, None)
-    if set(names) & {"annotated", "judge", "path-judge"}:  # fail before any evaluation, not after zero-shot
+    from treeqa.teleprompt import compilers
+
+    holds_out = any(compilers()[name].holds_out for name in names)
+    fit_on, valset = gepa_split(trainset) if holds_out else (trainset, None)
+    if any(compilers()[name].needs_annotations for name in names):  # fail before any evaluation
         from treeqa.annotated import usable
 
         if not any(usable(ex) for ex in trainset):
@@ -371,10 +275,10 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         with dspy.context(lm=lm, adapter=adapter_for(lm)), dspy.track_usage() as usage:
             for name in names:  # a preparer's program is the next teleprompter's student
                 teleprompter, kwargs = make_teleprompter(spec, lm, teacher, name=name, out_dir=out_dir)
-                if name == "gepa" and valset is not None:
+                held_out = compilers()[name].holds_out
+                if held_out:
                     kwargs["valset"] = valset
-                compiled = teleprompter.compile(compiled, trainset=fit_on if name == "gepa" else trainset,
-                                                **kwargs)
+                compiled = teleprompter.compile(compiled, trainset=fit_on if held_out else trainset, **kwargs)
         calls_made = sum(len(v) for v in usage.usage_data.values())
         compile_info = {"optimizer": spec.optimizer, "train": len(trainset), "train_split": train_split,
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,

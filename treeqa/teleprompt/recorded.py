@@ -23,6 +23,8 @@ import dspy
 from dspy.teleprompt import BootstrapFewShotWithRandomSearch, MIPROv2
 from dspy.teleprompt.teleprompt import Teleprompter
 
+from treeqa.teleprompt.base import Compiler, register
+
 log = logging.getLogger(__name__)
 TELEPROMPTERS = ("random-search", "mipro")
 
@@ -140,3 +142,33 @@ class RecordedReader(Teleprompter):
                                max_labeled_demos=0, num_threads=self.threads, max_errors=10_000, seed=self.seed,
                                verbose=False)
         return teleprompter.compile(module, trainset=examples, num_trials=self.trials, minibatch=False)
+
+
+def _recorded(teleprompter: str):
+    def build(c):
+        from treeqa.teleprompt.metrics import em_metric
+
+        return RecordedReader(em_metric, teleprompter=teleprompter,
+                              record_path=c.out_dir / "recorded-reads.jsonl" if c.out_dir is not None else None,
+                              max_demos=c.spec.max_demos, candidates=c.tuning["candidates"], trials=c.tuning["trials"],
+                              seed=c.spec.seed, threads=c.spec.threads, prompt_model=c.proposer), {}
+
+    return build
+
+
+def _recorded_bound(teleprompter: str):
+    def bound(per_q: int, n: int, t: dict) -> int:  # one recorded run of the program, then one call an example
+        scored = n * (t["candidates"] + 4) if teleprompter == "random-search" else n * t["candidates"] + t["trials"] * n
+        return n * per_q + scored
+
+    return bound
+
+
+def _has_reader(cls) -> bool:
+    return bool(getattr(cls, "reader", None))
+
+
+register(Compiler("reader", _recorded("random-search"), _recorded_bound("random-search"), fits=_has_reader,
+                  unfit="declares no reader"))
+register(Compiler("reader-mipro", _recorded("mipro"), _recorded_bound("mipro"), fits=_has_reader,
+                  unfit="declares no reader"))

@@ -1,0 +1,7 @@
+"""`annotated`: labeled demos for every inner predictor from the training annotations, no LM call."""
+
+from treeqa.annotated import AnnotatedFewShot
+from treeqa.teleprompt.base import Compiler, register
+
+register(Compiler("annotated", lambda c: (AnnotatedFewShot(k=c.spec.annotated_demos, seed=c.spec.seed), {}),
+                  lambda per_q, n, t: 0, preparer=True, needs_annotations=True))

@@ -1,0 +1,76 @@
+"""What a compiler declares, and the registry `optimize` reads (shaped like the program contract).
+
+A compiler is one file in `treeqa/teleprompt/` that calls `register(Compiler(...))`: its name,
+how to build its teleprompter, the most LM calls it makes, whether it prepares a program from
+the annotations or settings (so an EM teleprompter can run after it), and which programs it fits.
+`optimize` has no branch per compiler: it reads these declarations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+
+@dataclass(frozen=True)
+class CompileContext:
+    """What building a teleprompter may use: the optimize spec, the LMs and the run folder."""
+
+    spec: Any  # treeqa.optimize.OptimizeSpec
+    task_lm: dspy.LM
+    teacher_lm: dspy.LM | None = None
+    out_dir: Path | None = None
+
+    @property
+    def tuning(self) -> dict[str, int]:
+        return self.spec.tuning()
+
+    @property
+    def teacher(self) -> dict | None:
+        """DSPy's `teacher_settings`: the teacher LM where one is given."""
+        return {"lm": self.teacher_lm} if self.teacher_lm is not None else None
+
+    @property
+    def proposer(self) -> dspy.LM:
+        """The LM that proposes instructions: the teacher, else the task LM."""
+        return self.teacher_lm or self.task_lm
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """One `--optimizer`.
+
+    Args:
+        name: what `--optimizer` calls it.
+        build: context -> (teleprompter, keyword arguments for its `compile`).
+        call_bound: (LM calls per question, train questions, tuning) -> the most LM calls it makes.
+        preparer: it prepares a program from annotations or settings; an EM teleprompter may follow.
+        needs_annotations: the train questions must carry annotated gold paragraphs.
+        holds_out: it scores candidates on a held-out part of train (passed as `valset`).
+        fits: program class -> whether it can compile that program.
+        unfit: why it cannot, as "<program> ..." continues (e.g. "has no path judge").
+    """
+
+    name: str
+    build: Callable[[CompileContext], tuple[Any, dict[str, Any]]]
+    call_bound: Callable[[int, int, dict[str, int]], int]
+    preparer: bool = False
+    needs_annotations: bool = False
+    holds_out: bool = False
+    fits: Callable[[type], bool] = lambda cls: True
+    unfit: str = "cannot be compiled this way"
+
+
+COMPILERS: dict[str, Compiler] = {}
+
+
+def register(compiler: Compiler) -> Compiler:
+    """Add a compiler to the registry (a file in this package calls it at import)."""
+    if "+" in compiler.name or not compiler.name:
+        raise ValueError(f"a compiler's name cannot be empty or hold '+': {compiler.name!r}")
+    COMPILERS[compiler.name] = compiler
+    return compiler
