@@ -10,11 +10,11 @@ import typer
 
 from treeqa.data.loaders import DATASETS
 from treeqa.optimize import optimizer_names
-from treeqa.programs import PRESETS, PROGRAMS
+from treeqa.programs import BASELINE, COMPARED, DEFAULT_PROGRAM, PRESET_NAMES, PROGRAMS, SIMPLEST
 from treeqa.settings import get_settings
 
 PROGRAM_NAMES = ", ".join(PROGRAMS)
-PRESET_NAMES = ", ".join(PRESETS["beam"])
+PRESET_LIST = ", ".join(PRESET_NAMES)
 
 app = typer.Typer(help="Question answering by search (ALLIES beam search, Tree of Reviews) with DSPy.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -152,7 +152,7 @@ def evaluate_cmd(
                                                        "program was compiled with).")] = None,
     corpus: Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index "
                                                     "build --corpus FILE --name NAME`) instead.")] = None,
-    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_NAMES}.")] = None,
+    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable).")] = [],
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
@@ -215,7 +215,7 @@ def evaluate_cmd(
 @app.command("compare")
 def compare_cmd(
     programs: Annotated[str, typer.Option(help="Comma-separated programs, run one after another.")] = (
-        "direct,rta,beam,tor"),
+        ",".join(COMPARED)),
     against: Annotated[str | None, typer.Option(help="The program every other one is paired with "
                                                     "(default: rta when listed, else the first).")] = None,
     dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
@@ -235,7 +235,7 @@ def compare_cmd(
     names = [p.strip() for p in programs.split(",") if p.strip()]
     if not names:
         _fail("name at least one program")
-    base = against or ("rta" if "rta" in names else names[0])
+    base = against or (BASELINE if BASELINE in names else names[0])
     if base not in names:
         _fail(f"--against {base!r} is not among --programs")
     rows, records, data = {}, {}, None
@@ -243,7 +243,7 @@ def compare_cmd(
         for name in names:
             spec = EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
                             lm=lm, api_base=api_base, retriever=retriever, threads=threads, cache=cache,
-                            preset="nq" if name == "beam" else None)
+                            preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
             result = run_evaluation(spec)
             rows[name], records[name], data = result["summary"], result["records"], result["data"]
             typer.echo(f"{name}: written to {result['out']}")
@@ -261,7 +261,7 @@ def compare_cmd(
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to answer with.")] = None,
-    program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = "direct",
+    program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = SIMPLEST,
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
     retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
     corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
@@ -332,7 +332,7 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
 def serve(
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to serve.")] = None,
     program: Annotated[str, typer.Option(help=f"Zero-shot program when no --compiled: one of {PROGRAM_NAMES}.")] = (
-        "tor"),
+        DEFAULT_PROGRAM),
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
     retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
     corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
@@ -387,7 +387,7 @@ def view(
 
 @app.command("optimize")
 def optimize_cmd(
-    program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = "tor",
+    program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = DEFAULT_PROGRAM,
     dataset: Annotated[str, typer.Option(help=f"One of {', '.join(DATASETS)}.")] = "hotpotqa",
     optimizer: Annotated[str | None, typer.Option(help=f"One of {', '.join(optimizer_names())}, or a preparer and "
                                                       "an EM teleprompter joined by '+' (default: the program's "
@@ -406,7 +406,7 @@ def optimize_cmd(
     corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
     threads: Annotated[int, typer.Option(help="Parallel questions (remote LMs; the embedded one is serial).")] = 1,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/optimize/).")] = None,
-    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_NAMES}.")] = None,
+    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable), "
                                                   "e.g. depth=2, widths=[5,3,3], expansion=mpc.")] = [],
     max_demos: Annotated[int, typer.Option(help="Bootstrapped demos per predictor.")] = 2,

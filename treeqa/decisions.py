@@ -177,12 +177,14 @@ def beam_decisions(records: Sequence[dict]) -> dict:
 
 
 def decisions(program: str, records: Sequence[dict], gold: Mapping[str, Sequence[str]]) -> dict | None:
-    """The decision figures that fit `program` (tor, cor, beam); None for programs that do not search."""
-    if program == "tor":
-        return review_decisions(records, gold)
-    if program == "cor":
-        return review_decisions(records, gold, chain=True)
-    if program == "beam":
+    """The decision figures that fit `program`'s search tree (its declared `tree_shape`); None for
+    programs that do not search."""
+    from treeqa.programs import PROGRAMS
+
+    shape = PROGRAMS[program].tree_shape if program in PROGRAMS else None
+    if shape in ("reviews", "chain"):
+        return review_decisions(records, gold, chain=shape == "chain")
+    if shape == "beam":
         return beam_decisions(records)
     return None
 

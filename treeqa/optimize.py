@@ -18,7 +18,7 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field, model_validator
 
-from treeqa.programs import validate_params
+from treeqa.programs import DEFAULT_PROGRAM, validate_params
 from treeqa.runs import (
     RUNS_DIR,
     EvalSpec,
@@ -94,7 +94,7 @@ def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[
 class OptimizeSpec(BaseModel):
     """One optimize run: what to compile, how, and where it is evaluated."""
 
-    program: str = "tor"
+    program: str = DEFAULT_PROGRAM
     dataset: str = "hotpotqa"
     optimizer: str = "bootstrap"
     train: int = Field(20, ge=1)

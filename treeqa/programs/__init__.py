@@ -25,6 +25,11 @@ PROGRAMS: dict[str, type[QAProgram]] = {
     "genread": GenRead,
 }
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {"beam": BEAM_PRESETS}  # program -> preset name -> settings
+PRESET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p for presets in PRESETS.values() for p in presets))
+DEFAULT_PROGRAM = "tor"  # what `serve` and `optimize` run when no program is named
+SIMPLEST = "direct"  # what `ask` runs when none is named: one LM call, no index (checks the LM works)
+BASELINE = "rta"  # one retrieval: what a search is paired with by default in comparisons
+COMPARED = ("direct", "rta", "beam", "tor")  # `treeqa compare`'s default line-up
 
 
 def program_name(program: QAProgram) -> str:
@@ -83,6 +88,7 @@ def build_program(name: str, retriever: Retriever | None = None, preset: str | N
     return PROGRAMS[name](retriever, **settings)
 
 
-__all__ = ["BEAM_PRESETS", "PRESETS", "PROGRAMS", "BeamSearchQA", "ChainOfReviews", "ChainOfThoughtAnswer",
-           "DirectAnswer", "GenRead", "QAProgram", "RetrieveThenAnswer", "TreeOfReviews", "build_program",
-           "call_bound", "check_names", "program_name", "resolve_settings", "uses_retriever", "validate_params"]
+__all__ = ["BASELINE", "BEAM_PRESETS", "COMPARED", "DEFAULT_PROGRAM", "PRESETS", "PRESET_NAMES", "PROGRAMS", "SIMPLEST",
+           "BeamSearchQA", "ChainOfReviews", "ChainOfThoughtAnswer", "DirectAnswer", "GenRead", "QAProgram",
+           "RetrieveThenAnswer", "TreeOfReviews", "build_program", "call_bound", "check_names", "program_name",
+           "resolve_settings", "uses_retriever", "validate_params"]

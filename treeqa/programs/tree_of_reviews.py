@@ -449,6 +449,7 @@ class TreeOfReviews(_ReviewProgram):
 
     concurrent = True
     fitted_settings = ("relevance_threshold", "path_judge")
+    tree_shape = "reviews"
     # +18 EM [+10, +27] over zero-shot on the 100 reference HotpotQA dev questions (a development
     # set); no LM call to compile, so all 100 train questions' annotations are used
     default_compile = {"optimizer": "path-judge", "train": 100}
@@ -596,6 +597,8 @@ class ChainOfReviews(_ReviewProgram):
         max_turns: the most retrieve-and-review turns.
         expansion, fusion, relevance_threshold, max_*_chars, embed_fn: as for `TreeOfReviews`.
     """
+
+    tree_shape = "chain"
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
