@@ -91,3 +91,27 @@ def test_records_are_matched_by_question_id_and_reported_in_percent():
 def test_run_intervals_in_percent():
     out = run_intervals([{"em": 1.0, "f1": 1.0}] * 3 + [{"em": 0.0, "f1": 0.5}])
     assert out["em_ci"][0] >= 0 and out["em_ci"][1] == 100.0 and out["f1_ci"][1] == 100.0
+
+
+def test_the_intervals_are_scipys_and_equal_the_committed_runs_resampling():
+    """SciPy's percentile bootstrap with the same seed draws the same resamples the project's own
+    code drew, so every committed interval stays as it was."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    for n in (2, 7, 30, 100):
+        values = rng.integers(0, 2, size=n).astype(float)
+        if values.min() == values.max():
+            continue
+        means = values[np.random.default_rng(0).integers(0, n, size=(10_000, n))].mean(axis=1)
+        assert bootstrap_ci(values) == tuple(float(q) for q in np.quantile(means, [0.025, 0.975]))
+    assert bootstrap_ci([1.0]) == (1.0, 1.0)
+
+
+def test_mcnemar_is_the_exact_binomial_test():
+    from math import comb
+
+    for wins, losses in ((3, 1), (20, 2), (8, 6), (13, 8)):
+        n = wins + losses
+        by_hand = min(1.0, 2 * sum(comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n)
+        assert abs(mcnemar_exact(wins, losses) - by_hand) < 1e-12

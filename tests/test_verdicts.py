@@ -84,3 +84,32 @@ def test_engine_log_probabilities_match_a_full_softmax():
     assert [t for t, _ in top] == list(np.argsort(-exact)[:10])
     assert all(lp == pytest.approx(exact[t], abs=1e-5) for t, lp in top)
     assert token_logprobs(logits, 7, 0)[2] == []
+
+
+def _balanced(scores, labels, cut):
+    pos, neg = sum(labels), len(labels) - sum(labels)
+    tp = sum(1 for s, y in zip(scores, labels, strict=True) if y and s >= cut)
+    tn = sum(1 for s, y in zip(scores, labels, strict=True) if not y and s < cut)
+    return round(0.5 * (tp / pos + tn / neg), 4)
+
+
+def test_the_fitted_cut_is_the_highest_of_the_best_balanced_accuracy():
+    """Brute force over every cut at a distinct score: the fit keeps the best balanced accuracy
+    (scikit-learn's ROC curve), and among equal ones the highest cut (accepting the fewest)."""
+    import random
+
+    from treeqa.verdicts import fit_threshold
+
+    rng = random.Random(0)
+    for _ in range(300):
+        scores = [round(rng.random(), 2) for _ in range(rng.randint(2, 30))]
+        labels = [rng.random() < 0.4 for _ in scores]
+        if all(labels) or not any(labels):
+            continue
+        cut, score = fit_threshold(scores, labels)
+        best = max([0.5] + [_balanced(scores, labels, s) for s in set(scores)])
+        assert score == best
+        if best > 0.5:  # the cut does as well, and no higher one does: its lowest kept score is the best cut
+            lowest_kept = min(s for s in scores if s >= cut)
+            assert _balanced(scores, labels, cut) == best
+            assert not any(_balanced(scores, labels, s) == best and s > lowest_kept for s in set(scores))

@@ -10,9 +10,9 @@ A difference is called "better"/"worse" only when its interval excludes 0.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from math import comb
 
 import numpy as np
+from scipy import stats
 
 RESAMPLES = 10_000
 LEVEL = 0.95
@@ -30,13 +30,14 @@ def _array(values: Sequence[float], name: str) -> np.ndarray:
 
 def bootstrap_ci(values: Sequence[float], resamples: int = RESAMPLES, level: float = LEVEL,
                  seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap interval of the mean of `values` (resampling questions)."""
+    """Percentile-bootstrap interval of the mean of `values` (resampling questions): SciPy's
+    `stats.bootstrap`, seeded (the same intervals as the committed runs' own resampling gave)."""
     arr = _array(values, "bootstrap_ci")
-    rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, arr.size, size=(resamples, arr.size))].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
-    return float(low), float(high)
+    if np.all(arr == arr[0]):  # one question, or all alike: every resample has the same mean
+        return float(arr[0]), float(arr[0])
+    result = stats.bootstrap((arr,), np.mean, n_resamples=resamples, confidence_level=level, method="percentile",
+                             rng=np.random.default_rng(seed), vectorized=True)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def mcnemar_exact(wins: int, losses: int) -> float:
@@ -47,11 +48,9 @@ def mcnemar_exact(wins: int, losses: int) -> float:
     """
     if wins < 0 or losses < 0:
         raise ValueError("counts must be non-negative")
-    n = wins + losses
-    if n == 0:
+    if wins + losses == 0:
         return 1.0
-    tail = sum(comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    return float(stats.binomtest(min(wins, losses), wins + losses, 0.5).pvalue)
 
 
 def verdict(ci: tuple[float, float]) -> str:

@@ -1,4 +1,5 @@
-"""The model's own probability of a true/false verdict, and thresholds fitted on it.
+"""The model's own probability of a true/false verdict, and thresholds fitted on it (the ROC
+figures are scikit-learn's).
 
 A 1.5B model's written verdict is biased one way or the other (ToR's review accepts or rejects
 nearly everything), but the probability it puts on `true` at the verdict's token still ranks
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 LOGPROBS = {"logprobs": True, "top_logprobs": 10}
 _TRUE, _FALSE = "true", "false"
@@ -73,12 +76,14 @@ def _true_share(step) -> float | None:
 def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     """Area under the ROC curve: the chance a random positive scores above a random negative
     (ties count half). None without both classes."""
-    pos = [s for s, y in zip(scores, labels, strict=True) if y]
-    neg = [s for s, y in zip(scores, labels, strict=True) if not y]
-    if not pos or not neg:
+    from sklearn.metrics import roc_auc_score
+
+    labels = [bool(y) for y in labels]
+    if len(labels) != len(scores):
+        raise ValueError(f"{len(scores)} scores for {len(labels)} labels")
+    if all(labels) or not any(labels):
         return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
+    return float(roc_auc_score(labels, scores))
 
 
 def recall_threshold(scores: Sequence[float], labels: Sequence[bool], min_recall: float) -> float:
@@ -98,19 +103,17 @@ def fit_threshold(scores: Sequence[float], labels: Sequence[bool]) -> tuple[floa
     """(threshold, balanced accuracy): the cut `score >= threshold` that best separates the
     labels, weighting both classes equally (relevant paragraphs are the rarer ones); the
     midpoint between neighbouring scores, so it does not sit on a training score."""
-    pos = sum(1 for y in labels if y)
-    neg = len(labels) - pos
-    if not pos or not neg:
+    from sklearn.metrics import roc_curve
+
+    labels = [bool(y) for y in labels]
+    if len(labels) != len(scores):
+        raise ValueError(f"{len(scores)} scores for {len(labels)} labels")
+    if all(labels) or not any(labels):
         raise ValueError("fitting a threshold needs both true and false examples")
-    pairs = sorted(zip(scores, labels, strict=True), key=lambda p: -p[0])
-    best_cut, best = 1.0 + 1e-9, 0.5  # accept nothing: balanced accuracy 0.5
-    tp = fp = 0
-    for i, (score, label) in enumerate(pairs):
-        tp, fp = tp + label, fp + (not label)
-        if i + 1 < len(pairs) and pairs[i + 1][0] == score:
-            continue  # a cut cannot fall between equal scores
-        balanced = 0.5 * (tp / pos + (neg - fp) / neg)
-        if balanced > best:
-            nxt = pairs[i + 1][0] if i + 1 < len(pairs) else 0.0
-            best_cut, best = (score + nxt) / 2, balanced
-    return round(best_cut, 6), round(best, 4)
+    fpr, tpr, cuts = roc_curve(labels, scores, drop_intermediate=False)  # cuts: distinct scores, highest first
+    balanced = np.round(0.5 * (tpr + 1 - fpr), 12)  # equal shares compare equal, whatever the float path
+    best = int(np.argmax(balanced[1:])) + 1  # the first (highest) of the best cuts; [0] accepts nothing
+    if balanced[best] <= 0.5:
+        return round(1.0 + 1e-9, 6), 0.5  # nothing separates them: accept nothing
+    below = float(cuts[best + 1]) if best + 1 < len(cuts) else 0.0
+    return round((float(cuts[best]) + below) / 2, 6), round(float(balanced[best]), 4)
