@@ -24,7 +24,7 @@ import functools
 import itertools
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import dspy
 import numpy as np
@@ -32,9 +32,8 @@ from dspy.teleprompt import Teleprompter
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treeqa.data.passage import Passage
+from treeqa.retrievers.encoder import EmbedFn
 from treeqa.verdicts import auc, fit_threshold, recall_threshold
-
-EmbedFn = Callable[[list[str]], np.ndarray]
 
 FEATURES: tuple[str, ...] = (
     "question_similarity",  # cosine of the question and the newest paragraph
@@ -175,13 +174,6 @@ def check_path_judge(path_judge: dict | None) -> dict | None:
         except ValueError as exc:
             raise ValueError(f"path_judge is not a usable judge: {exc}") from None
     return path_judge
-
-
-def default_embed(texts: list[str]) -> np.ndarray:
-    """The dense retriever's encoder (MiniLM), which a program without its own embeds with."""
-    from treeqa.retrievers.dense import embed
-
-    return embed(texts)
 
 
 # --- the training paths --------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 import dspy
 
 from treeqa.data.corpus import Passage
-from treeqa.path_judge import EmbedFn, PathJudge, check_path_judge, default_embed
+from treeqa.path_judge import PathJudge, check_path_judge
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -37,6 +37,7 @@ from treeqa.programs.common import (
 )
 from treeqa.programs.contract import QAProgram
 from treeqa.retrievers.base import Retriever
+from treeqa.retrievers.encoder import EmbedFn, default_embed
 from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer, clean_answer
 from treeqa.signatures.ask import Ask

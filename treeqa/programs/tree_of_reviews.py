@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 import dspy
@@ -25,7 +25,7 @@ import numpy as np
 from treeqa.data.corpus import Passage
 from treeqa.lm import is_embedded
 from treeqa.metrics import RECALL_K
-from treeqa.path_judge import PathJudge, check_path_judge, default_embed
+from treeqa.path_judge import PathJudge, check_path_judge
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -38,6 +38,7 @@ from treeqa.programs.common import (
 )
 from treeqa.programs.contract import QAProgram
 from treeqa.retrievers.base import Retriever
+from treeqa.retrievers.encoder import EmbedFn, default_embed
 from treeqa.signatures import budget
 from treeqa.signatures.answer import clean_answer
 from treeqa.signatures.fusion import (
@@ -61,7 +62,6 @@ from treeqa.verdicts import LOGPROBS, verdict_probability
 
 EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
 
-EmbedFn = Callable[[list[str]], np.ndarray]
 
 
 def rank_retrieved(evidence: Sequence[Evidence], retrieved: Sequence[Passage], answer: str,

