@@ -184,7 +184,7 @@ def decisions(program: str, records: Sequence[dict], gold: Mapping[str, Sequence
     shape = PROGRAMS[program].tree_shape if program in PROGRAMS else None
     if shape in ("reviews", "chain"):
         return review_decisions(records, gold, chain=shape == "chain")
-    if shape == "beam":
+    if shape == "states":
         return beam_decisions(records)
     return None
 

@@ -176,7 +176,7 @@ class BeamSearchQA(QAProgram):
     retrieves = True
     concurrent = True
     fitted_settings = ("path_judge",)
-    tree_shape = "beam"
+    tree_shape = "states"
     default_preset = "nq"
     # the one compile measured at n >= 100 (+2 [-5, +9] EM on the reference questions; ties and
     # calibration much better); no LM call to compile

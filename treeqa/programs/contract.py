@@ -38,7 +38,7 @@ class QAProgram(dspy.Module):
     # measured best for the program (DSPy's BootstrapFewShot where nothing else was measured)
     default_compile: ClassVar[dict[str, Any]] = {"optimizer": "bootstrap", "train": 20}
     # the shape of its search tree, which decides the decision figures that apply (`treeqa.decisions`):
-    # "reviews" (a tree of reviewed paragraphs), "chain" (one reviewed path), "beam" (scored states)
+    # "reviews" (a tree of reviewed paragraphs), "chain" (one reviewed path), "states" (a beam of scored states)
     tree_shape: ClassVar[str | None] = None
     default_preset: ClassVar[str | None] = None  # the preset side-by-side comparisons run it with
     _settings_models: ClassVar[dict[type, type[BaseModel]]] = {}

@@ -10,13 +10,7 @@ from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
 from treeqa.retrievers.base import IndexMissingError, Retriever
 
-MODEL = "bm25s-lucene-k1.5-b0.75-english-stopwords"
-BM25_DIR = "bm25"
-
-
-def document_text(passage: Passage) -> str:
-    """What BM25 indexes of a passage: its title, then its text."""
-    return f"{passage.title} {passage.text}"
+MODEL, BM25_DIR, document_text = store.BM25_MODEL, store.BM25_DIR, store.bm25_text
 
 
 def _tokens(texts: list[str]) -> list[list[str]]:

@@ -20,7 +20,7 @@ from treeqa.retrievers.base import IndexMissingError, Retriever
 from treeqa.retrievers.encoder import MODEL_PACKAGE, embed, load_encoder, model_name  # noqa: F401 - the encoder's names
 from treeqa.settings import get_settings
 
-INDEX_FILE = "index.faiss"
+INDEX_FILE = store.INDEX_FILE
 IVF_THRESHOLD = 100_000
 def build_faiss_index(vectors: np.ndarray):
     import faiss

@@ -31,6 +31,16 @@ from treeqa.retrievers.base import IndexMissingError
 PASSAGES_FILE = "passages.jsonl"
 OFFSETS_FILE = "offsets.npy"  # byte offset of each line of passages.jsonl (streamed builds)
 META_FILE = "meta.json"
+# each kind's files, shared by its build (`streaming`) and its search (`dense`, `bm25`), so
+# neither imports the other
+INDEX_FILE = "index.faiss"  # a dense index
+BM25_DIR = "bm25"  # a BM25 index's scores (bm25s' own files)
+BM25_MODEL = "bm25s-lucene-k1.5-b0.75-english-stopwords"
+
+
+def bm25_text(passage: Passage) -> str:
+    """What BM25 indexes of a passage: its title, then its text."""
+    return f"{passage.title} {passage.text}"
 
 log = logging.getLogger(__name__)
 

@@ -134,7 +134,6 @@ def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: Embed
         ray_address: embed as a Ray Data job on this cluster instead ("local": a local Ray
             instance; see `treeqa.retrievers.ray_embed`); the encoder is then the default one.
     """
-    from treeqa.retrievers.dense import INDEX_FILE
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -151,7 +150,7 @@ def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: Embed
     chosen = choose_index(n) if index_type == "auto" else index_type
     import faiss
 
-    faiss.write_index(_build_index(staging, n, chosen), str(staging / INDEX_FILE))
+    faiss.write_index(_build_index(staging, n, chosen), str(staging / store.INDEX_FILE))
     (staging / VECTORS_FILE).unlink()
     (staging / PROGRESS_FILE).unlink()
     store.write_manifest(staging, {"kind": "dense", "index_type": chosen, **meta,
@@ -185,7 +184,6 @@ def _tokenize_all(staging: Path, n: int, batch_size: int, progress: bool) -> tup
     from bm25s.tokenization import Tokenizer
     from tqdm import tqdm
 
-    from treeqa.retrievers.bm25 import document_text
 
     tokenizer = Tokenizer(stopwords="en")
     passages = store.PassageStore(staging)
@@ -193,7 +191,7 @@ def _tokenize_all(staging: Path, n: int, batch_size: int, progress: bool) -> tup
     with (staging / TOKENS_FILE).open("wb") as fh, tqdm(total=n, unit="passage", desc="tokenizing",
                                                          disable=not progress, dynamic_ncols=True) as bar:
         for start in range(0, n, batch_size):
-            texts = [document_text(p) for p in passages[start:start + batch_size]]
+            texts = [store.bm25_text(p) for p in passages[start:start + batch_size]]
             ids = tokenizer.tokenize(texts, update_vocab=True, return_as="ids", show_progress=False)
             empty = tokenizer.get_vocab_dict().get("")  # the id bm25s gives a passage with no words
             for doc in ids:
@@ -215,7 +213,6 @@ def build_bm25(passages: Iterable[Passage], folder: Path, meta: dict, *, batch_s
     import bm25s
     from bm25s.tokenization import Tokenized
 
-    from treeqa.retrievers.bm25 import BM25_DIR, MODEL
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -224,10 +221,10 @@ def build_bm25(passages: Iterable[Passage], folder: Path, meta: dict, *, batch_s
     token_ids, vocab = _tokenize_all(staging, state["passages"], batch_size, progress)
     model = bm25s.BM25()
     model.index(Tokenized(ids=token_ids, vocab=vocab), show_progress=progress)
-    model.save(str(staging / BM25_DIR))
+    model.save(str(staging / store.BM25_DIR))
     del token_ids
     (staging / TOKENS_FILE).unlink()
     (staging / PROGRESS_FILE).unlink()
-    store.write_manifest(staging, {"kind": "bm25", "model": MODEL, **meta,
+    store.write_manifest(staging, {"kind": "bm25", "model": store.BM25_MODEL, **meta,
                                    "build_seconds": round(time.perf_counter() - started, 1)}, state["passages"])
     return store.publish(staging, folder)

@@ -1,0 +1,77 @@
+"""The package's shape: no import circle between its modules, and no module outside
+`treeqa/programs/` naming a program (what a program's kind decides, the program declares)."""
+
+import ast
+import re
+from pathlib import Path
+
+import treeqa
+
+ROOT = Path(treeqa.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The treeqa modules `path` imports, at the top or inside functions (a lazy import is still
+    a dependency). `from package import name` counts the submodule when `name` is one."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in modules else node.module)
+    return {m for m in found if m in modules}
+
+
+def test_no_import_circle_between_modules():
+    modules = _modules()
+    packages = {name for name, path in modules.items() if path.name == "__init__.py"}
+    graph = {name: _imports(path, modules) - packages for name, path in modules.items() if name not in packages}
+    cycles = []
+
+    def visit(node, stack, on_stack, done):
+        on_stack.add(node)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in on_stack:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in done:
+                visit(nxt, stack, on_stack, done)
+        stack.pop()
+        on_stack.discard(node)
+        done.add(node)
+
+    done: set[str] = set()
+    for name in sorted(graph):
+        if name not in done:
+            visit(name, [], set(), done)
+    assert cycles == [], " ; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_module_outside_programs_names_a_program():
+    from treeqa.programs import PROGRAMS
+
+    quoted = re.compile("[\"'](" + "|".join(PROGRAMS) + ")[\"']")
+    offenders = []
+    for path in ROOT.rglob("*.py"):
+        if "programs" in path.relative_to(ROOT).parts:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and quoted.fullmatch(repr(node.value))):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
+    assert offenders == []
