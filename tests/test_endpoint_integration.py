@@ -3,6 +3,9 @@ extra) serving the embedded GGUF on 127.0.0.1, reached the way a user reaches vL
 API (`--lm openai/<name> --api-base URL`), through DSPy's chat adapter. Small settings and one
 question each keep it to minutes."""
 
+import threading
+import time
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -28,8 +31,10 @@ def test_every_program_parses_a_real_servers_replies(llama_server_url, program, 
     result = run_evaluation(spec, tmp_path / program)
     (record,) = result["records"]
     print(program, record["prediction"], record["lm_calls"], record["seconds"])
+    # every call parsed in the end (DSPy's chat adapter retries a reply it cannot read, and the
+    # share it read at once is counted: ToR's reviews through a 1.5B model are read at ~80-100%)
     assert record["prediction"] and record["failed_calls"] == 0 and not record.get("error")
-    assert result["summary"]["parse_success"] == 100.0 and record["lm_calls"] >= 1
+    assert 0 < result["summary"]["parse_success"] <= 100.0 and record["lm_calls"] >= 1
 
 
 def test_relevance_threshold_reads_log_probabilities_from_the_server(llama_server_url, tmp_path):
@@ -53,13 +58,19 @@ def test_serve_backed_by_the_server(llama_server_url):
 
 
 def test_a_server_killed_mid_run_gives_recorded_failures_and_a_resumable_run(tmp_path, settings_env):
-    settings_env(lm_timeout=20, lm_retries=0)
-    spec = dict(program="direct", dataset="hotpotqa", split="dev", lm="openai/qwen", cache=False)
+    settings_env(lm_timeout=30, lm_retries=0)
+    settings = dict(program="direct", dataset="hotpotqa", split="dev", n=3, lm="openai/qwen", cache=False)
+    out, done = tmp_path / "R", []
     with llama_server() as url:
-        run_evaluation(EvalSpec(n=2, api_base=url, **spec), tmp_path / "R")
-    # the server is gone: the third question's call fails, is recorded, and the run goes on
-    result = run_evaluation(EvalSpec(n=3, api_base=url, **spec), tmp_path / "R")
-    assert [r["failed_calls"] > 0 for r in result["records"]] == [False, False, True]
+        run = threading.Thread(target=lambda: done.append(run_evaluation(EvalSpec(api_base=url, **settings), out)))
+        run.start()
+        while run.is_alive() and len(read_records(out / "predictions.jsonl")) < 1:
+            time.sleep(0.1)
+    # the server is gone after the first answer: the questions after it fail, are recorded, and the run goes on
+    run.join(timeout=300)
+    records = read_records(out / "predictions.jsonl")
+    assert len(records) == 3 and done and any(r["failed_calls"] > 0 for r in records)
+    assert not records[0]["failed_calls"]
     with llama_server() as url:  # back (on another port: the endpoint is not part of the spec)
-        again = run_evaluation(EvalSpec(n=3, api_base=url, **spec), tmp_path / "R", retry_failed=True)
-    assert again["summary"]["failed_calls"] == 0 and len(read_records(tmp_path / "R" / "predictions.jsonl")) == 3
+        again = run_evaluation(EvalSpec(api_base=url, **settings), out, retry_failed=True)
+    assert again["summary"]["failed_calls"] == 0 and len(read_records(out / "predictions.jsonl")) == 3
