@@ -1,4 +1,4 @@
-"""How well the compiled path judge (`treeqa.path_judge`) separates annotated paths on
+"""How well the compiled path judge (`treeqa.judging.path_judge`) separates annotated paths on
 held-out dev questions, next to what the LLM's own verdict probabilities achieved.
 
     python benchmarks/path_judge.py [--datasets hotpotqa musique 2wikimultihopqa] [--train 100] [--dev 100]
@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 
 from treeqa.data import load_examples
+from treeqa.judging.path_judge import FEATURES
 from treeqa.optimize import splits_for
-from treeqa.path_judge import FEATURES, fit_path_judge, judge_figures
 from treeqa.retrievers.dense import embed
+from treeqa.teleprompt.path_judge_fit import fit_path_judge, judge_figures
 
 
 def one(dataset: str, n_train: int, n_dev: int, seed: int) -> dict:
@@ -43,7 +44,7 @@ def markdown(results: list[dict], command: str) -> str:
         f"Command: `{command}`. The judge is fitted on train paths built from the annotations "
         "(no LM call) and scored on dev paths built the same way: every gold paragraph alone, "
         "partial and full gold paths, distractors alone and spliced into gold paths "
-        "(`treeqa.path_judge.judge_cases`). Relevance: is the newest paragraph of the path gold; "
+        "(`treeqa.teleprompt.path_judge_fit.judge_cases`). Relevance: is the newest paragraph of the path gold; "
         "sufficiency: does the path hold every gold paragraph. Recall and specificity at the thresholds "
         "fitted on train (relevance: the cut that keeps 90% of gold paragraphs in cross-validation; "
         "sufficiency: the best balanced accuracy).",

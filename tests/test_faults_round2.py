@@ -108,7 +108,7 @@ def test_3_4_bad_numbers_and_unbounded_files_are_refused(tmp_path, edit, match):
 
 
 def test_3_a_judge_with_non_finite_weights_is_refused():
-    from treeqa.path_judge import FEATURES, check_path_judge
+    from treeqa.judging.path_judge import FEATURES, check_path_judge
 
     logit = {"mean": [0.0] * len(FEATURES), "scale": [1.0] * len(FEATURES), "coef": [0.1] * len(FEATURES),
              "intercept": 0.0, "threshold": 0.5}

@@ -11,10 +11,11 @@ from tests.review_fakes import answering, no_real_encoder, review, run  # noqa: 
 from tests.test_annotated import train  # noqa: F401 - fixture
 from treeqa.compiled import load_program, save_compiled
 from treeqa.data.passage import Passage
-from treeqa.path_judge import FEATURES, Logit, PathJudge, PathJudgeFit, fit_path_judge, judge_cases, path_features
+from treeqa.judging.path_judge import FEATURES, Logit, PathJudge, path_features
 from treeqa.programs import build_program
 from treeqa.programs.tree_of_reviews import TreeOfReviews
-from treeqa.verdicts import recall_threshold
+from treeqa.teleprompt.path_judge_fit import PathJudgeFit, fit_path_judge, judge_cases
+from treeqa.teleprompt.thresholds import recall_threshold
 
 QUESTION = "Where was the author of Alpha born?"
 ALPHA = Passage("alpha", "Alpha (novel)", "Alpha is a novel written by Beta Smith.")

@@ -175,9 +175,9 @@ def test_greedy_grammar_sampler_matches_llama_cpp_grammar_first_decoding():
 @pytest.mark.integration
 def test_asking_for_log_probabilities_leaves_the_reply_unchanged_and_covers_every_token():
     """The sampler's records are the reply, token for token, and reading them changes nothing."""
+    from treeqa.judging.verdicts import LOGPROBS, verdict_probability
     from treeqa.lm import local_engine
     from treeqa.signatures.review import ParagraphReview
-    from treeqa.verdicts import LOGPROBS, verdict_probability
 
     engine = local_engine()
     lm = dspy.LM("local/logprob-test", engine=engine, cache=False, temperature=0.0, num_retries=0)

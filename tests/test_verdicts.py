@@ -5,8 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from treeqa.judging.verdicts import verdict_probability
 from treeqa.lm._greedy_grammar import token_logprobs
-from treeqa.verdicts import auc, fit_threshold, verdict_probability
+from treeqa.stats import auc
+from treeqa.teleprompt.thresholds import fit_threshold
 
 
 def _step(token, logprob, top=()):
@@ -98,7 +100,7 @@ def test_the_fitted_cut_is_the_highest_of_the_best_balanced_accuracy():
     (scikit-learn's ROC curve), and among equal ones the highest cut (accepting the fewest)."""
     import random
 
-    from treeqa.verdicts import fit_threshold
+    from treeqa.teleprompt.thresholds import fit_threshold
 
     rng = random.Random(0)
     for _ in range(300):

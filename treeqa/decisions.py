@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from treeqa.metrics import exact_match
-from treeqa.verdicts import auc
+from treeqa.stats import auc
 
 CALIBRATION_BINS = 10
 

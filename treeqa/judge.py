@@ -19,9 +19,11 @@ import dspy
 from dspy.teleprompt import Teleprompter
 
 from treeqa.annotated import AnnotatedFewShot, as_passage, usable
+from treeqa.judging.verdicts import LOGPROBS, verdict_probability
 from treeqa.programs.common import safe_call
 from treeqa.signatures.review import review_paragraphs
-from treeqa.verdicts import LOGPROBS, auc, fit_threshold, verdict_probability
+from treeqa.stats import auc
+from treeqa.teleprompt.thresholds import fit_threshold
 
 DISTRACTORS_PER_QUESTION = 2
 

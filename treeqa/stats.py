@@ -122,3 +122,16 @@ def describe(cmp: dict, key: str = "em") -> str:
     p = f", p={e['p_mcnemar']:.3g}" if "p_mcnemar" in e else ""
     return (f"{e['diff']:+.2f} [{e['ci'][0]:+.2f}, {e['ci'][1]:+.2f}] "
             f"({e['wins']} won / {e['losses']} lost{p}): {e['verdict']}")
+
+
+def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """Area under the ROC curve: the chance a random positive scores above a random negative
+    (ties count half). None without both classes."""
+    from sklearn.metrics import roc_auc_score
+
+    labels = [bool(y) for y in labels]
+    if len(labels) != len(scores):
+        raise ValueError(f"{len(scores)} scores for {len(labels)} labels")
+    if all(labels) or not any(labels):
+        return None
+    return float(roc_auc_score(labels, scores))

@@ -24,7 +24,7 @@ from typing import Any
 import dspy
 
 from treeqa.data.corpus import Passage
-from treeqa.path_judge import PathJudge, check_path_judge
+from treeqa.judging.path_judge import PathJudge, check_path_judge
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -148,7 +148,7 @@ class BeamSearchQA(QAProgram):
             the threshold only after each expansion (the default); Section 3.4 can be read
             either way, and checking the seeds saves most calls on easy questions.
         path_judge: a judge compiled from the training annotations (`--optimizer path-judge`,
-            `treeqa.path_judge`, plain numbers). A state's confidence is then its probability
+            `treeqa.judging.path_judge`, plain numbers). A state's confidence is then its probability
             that the best path of up to two of the passages behind the state's evidences (its
             own and its ancestors') is sufficient, S is the judge's sufficiency cut
             (`threshold` is unused), and Score is not called; where the judge fails (no

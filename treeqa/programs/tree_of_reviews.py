@@ -23,9 +23,10 @@ import dspy
 import numpy as np
 
 from treeqa.data.corpus import Passage
+from treeqa.judging.path_judge import PathJudge, check_path_judge
+from treeqa.judging.verdicts import LOGPROBS, verdict_probability
 from treeqa.lm import is_embedded
 from treeqa.metrics import RECALL_K
-from treeqa.path_judge import PathJudge, check_path_judge
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -58,7 +59,6 @@ from treeqa.signatures.review import (
     review_paragraphs,
     select_for_review,
 )
-from treeqa.verdicts import LOGPROBS, verdict_probability
 
 EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
 
@@ -430,7 +430,7 @@ class TreeOfReviews(_ReviewProgram):
             this threshold (compiled on train annotations by `--optimizer judge`), not its
             written verdict; None trusts the verdict. Needs an LM that returns log-probabilities.
         path_judge: a judge compiled from the training annotations (`--optimizer path-judge`,
-            `treeqa.path_judge`, plain numbers) that decides relevance and sufficiency instead
+            `treeqa.judging.path_judge`, plain numbers) that decides relevance and sufficiency instead
             of the model's verdicts; a path it rejects costs no LM call.
         read_top: the reader also sees this many of the other paragraphs the search found, the
             ones most likely relevant first (`search_ranking`), after the evidence pool; with

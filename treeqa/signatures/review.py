@@ -97,7 +97,7 @@ class ReviewOutcome:
     `seen_ids` are the paragraphs the review was shown (the only ones its judgment covers);
     `p_relevant` / `p_sufficient` are the model's probabilities of its two verdicts (None
     where the LM gave no log-probabilities); `judge_relevant` / `judge_sufficient` are a
-    compiled path judge's (`treeqa.path_judge`), where one decided; `judge_only` says the
+    compiled path judge's (`treeqa.judging.path_judge`), where one decided; `judge_only` says the
     judge decided the path without an LM call.
     """
 
