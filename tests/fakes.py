@@ -333,3 +333,11 @@ class FakeEndpoint:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def use_lm(monkeypatch, lm: dspy.LM) -> dspy.LM:
+    """Make every LM treeqa builds for this test (`treeqa.lm.get_lm`, whatever the name) be `lm`."""
+    import treeqa.lm
+
+    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    return lm

@@ -5,7 +5,7 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, generic_lm, scripted_lm
+from tests.fakes import FakeRetriever, generic_lm, scripted_lm, use_lm
 from tests.review_fakes import no_real_encoder, tree_retriever  # noqa: F401 - autouse
 from treeqa.annotated import AnnotatedFewShot
 from treeqa.compiled import load_program, save_compiled
@@ -140,14 +140,13 @@ def test_a_train_set_without_multi_hop_annotations_is_a_clear_error():
 def test_optimize_with_the_annotated_optimizer_makes_no_compile_call(train, tmp_path, monkeypatch):
     import shutil
 
-    import treeqa.lm
     from tests.conftest import FIXTURE_DATA
     from treeqa.optimize import OptimizeSpec, run_optimize
     from treeqa.settings import get_settings
 
     shutil.copy(FIXTURE_DATA / "hotpotqa" / "hotpot_dev_distractor_subset.json", get_settings().data_dir / "hotpotqa")
     lm = generic_lm({"Rigi Railway company": "Lake Zurich"})
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     spec = OptimizeSpec(program="tor", dataset="hotpotqa", optimizer="annotated", train=4, dev=2, retriever="bm25",
                         params={"widths": [2], "expansion": "direct"})
     report = run_optimize(spec, tmp_path / "O", echo=lambda *_: None)["report"]
@@ -157,7 +156,6 @@ def test_optimize_with_the_annotated_optimizer_makes_no_compile_call(train, tmp_
 
 
 def test_annotated_without_usable_train_questions_fails_before_any_evaluation(settings_env, tmp_path, monkeypatch):
-    import treeqa.lm
     from tests.conftest import FIXTURE_DATA
     from treeqa.optimize import OptimizeSpec, run_optimize
 
@@ -167,7 +165,7 @@ def test_annotated_without_usable_train_questions_fails_before_any_evaluation(se
         (FIXTURE_DATA / "hotpotqa" / "hotpot_dev_distractor_subset.json").read_text())
     settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
     lm, engine = _no_lm()
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     with pytest.raises(ValueError, match="two or more annotated gold paragraphs"):
         run_optimize(OptimizeSpec(program="direct", optimizer="annotated", train=1, dev=1), tmp_path / "O",
                      echo=lambda *_: None)

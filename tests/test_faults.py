@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import treeqa.lm
-from tests.fakes import generic_lm
+from tests.fakes import generic_lm, use_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, save_compiled
 from treeqa.evaluation import RunAborted, read_records
@@ -30,7 +30,7 @@ ANSWERS = {"Rigi Railway company": "Lake Zurich", "Weggis": "yes"}
 @pytest.fixture
 def scripted(fixture_data, monkeypatch):
     lm = generic_lm(ANSWERS)
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     return lm
 
 
@@ -70,7 +70,7 @@ def test_1_questions_failed_while_the_endpoint_was_down_are_retried(fixture_data
             pass
 
     lm = dspy.LM("local/flaky", engine=Flaky(), cache=False, num_retries=0)
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     spec = EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2)
     first = run_evaluation(spec, tmp_path / "R")
     assert first["summary"]["em"] == 0.0 and first["summary"]["failed_calls"] == 2
@@ -178,7 +178,7 @@ def test_3_kill_9_mid_run_loses_and_duplicates_nothing(fixture_data, tmp_path):
 def test_4_an_always_failing_lm_scores_zero_even_on_empty_golds(fixture_data, tmp_path, monkeypatch):
     lm = dspy.LM("local/dead", engine=type("Dead", (), {"complete": lambda self, r: (_ for _ in ()).throw(
         ConnectionError("down")), "close": lambda self: None})(), cache=False, num_retries=0)
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     data = tmp_path / "data" / "nq"
     data.mkdir(parents=True)
     (data / "NQ-open.test.jsonl").write_text('{"question": "q1", "answer": ["The"]}\n'
@@ -225,7 +225,7 @@ def test_8_out_pointing_at_a_file_is_a_clear_error(scripted, tmp_path):
 def test_9_ask_fails_when_every_call_fails(fixture_data, monkeypatch):
     dead = dspy.LM("local/dead", engine=type("Dead", (), {"complete": lambda self, r: (_ for _ in ()).throw(
         TimeoutError("slow")), "close": lambda self: None})(), cache=False, num_retries=0)
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: dead)
+    use_lm(monkeypatch, dead)
     result = _cli("ask", "What is the capital of Peru?")
     assert result.exit_code == 1 and "no answer: 1 LM call(s) failed" in result.output
 
@@ -263,7 +263,7 @@ def test_11_a_second_evaluation_into_a_busy_folder_is_refused(scripted, tmp_path
 def test_12_a_dead_endpoint_stops_the_run_and_keeps_its_records(fixture_data, tmp_path, monkeypatch):
     dead = dspy.LM("local/dead", engine=type("Dead", (), {"complete": lambda self, r: (_ for _ in ()).throw(
         ConnectionError("refused")), "close": lambda self: None})(), cache=False, num_retries=0)
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: dead)
+    use_lm(monkeypatch, dead)
     with pytest.raises(RunAborted, match="2 questions in a row"):
         run_evaluation(EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2), tmp_path / "R", max_errors=2)
     assert len(read_records(tmp_path / "R" / "predictions.jsonl")) == 2
@@ -288,7 +288,7 @@ def test_12_a_question_past_its_budget_is_a_recorded_failure_and_the_run_goes_on
         return respond(call)
 
     lm = dspy.LM("local/slow", engine=ScriptedEngine(slow_on_rigi), cache=False, num_retries=0)
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     spec = EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2)
     result = run_evaluation(spec, tmp_path / "R", question_budget=0.5)
     by_question = {r["question"]: r for r in result["records"]}

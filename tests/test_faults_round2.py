@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import treeqa.lm
-from tests.fakes import FakeEndpoint, generic_lm, review_kind, scripted_lm
+from tests.fakes import FakeEndpoint, generic_lm, review_kind, scripted_lm, use_lm
 from tests.review_fakes import answering, no_real_encoder, review, tree_retriever  # noqa: F401 - autouse
 from treeqa.cli import app, printable
 from treeqa.compiled import CompiledProgramError, load_program, save_compiled
@@ -31,7 +31,7 @@ SECRET = "sk-live-0123456789"
 @pytest.fixture
 def scripted(fixture_data, monkeypatch):
     lm = generic_lm({"Rigi Railway company": "Lake Zurich", "Weggis": "yes"})
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     return lm
 
 

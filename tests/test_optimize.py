@@ -4,8 +4,7 @@ import dspy
 import pytest
 from typer.testing import CliRunner
 
-import treeqa.lm
-from tests.fakes import generic_lm
+from tests.fakes import generic_lm, use_lm
 from treeqa.cli import app
 from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
 from treeqa.optimize import (
@@ -27,7 +26,7 @@ ANSWERS = {"Rigi Railway company": "Lake Zurich", "cog railway": "1871", "Which 
 @pytest.fixture
 def scripted(fixture_data, monkeypatch):
     lm = generic_lm(ANSWERS)
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     return lm
 
 

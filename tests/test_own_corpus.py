@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from tests.fakes import use_lm
 from treeqa.cli import app
 from treeqa.data import DataError
 from treeqa.data.jsonl_corpus import chunk, read_jsonl_corpus
@@ -215,14 +216,13 @@ def test_a_registered_corpus_is_searched_by_name(fixture_data, tmp_path, monkeyp
 
 
 def test_evaluate_with_your_corpus(fixture_data, tmp_path, monkeypatch):
-    import treeqa.lm
     from tests.fakes import generic_lm
     from treeqa.runs import EvalSpec, run_evaluation
 
     monkeypatch.setattr("treeqa.retrievers.dense.embed", lambda texts, **kw: hashing_embed(texts))
     build_corpus_index(_write(tmp_path / "mine.jsonl", DOCS), "mine", embed_fn=hashing_embed)
     lm = generic_lm({"Rigi": "Lake Zurich"})
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     plain = EvalSpec(program="rta", dataset="hotpotqa", split="dev", n=1)
     mine = plain.model_copy(update={"corpus": "mine"})
     assert mine.key() != plain.key() and "corpus" not in plain.decisive()  # earlier runs keep their keys

@@ -3,7 +3,7 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, generic_lm, scripted_lm
+from tests.fakes import FakeRetriever, generic_lm, scripted_lm, use_lm
 from treeqa.data import load_examples
 from treeqa.optimize import OptimizeSpec, compile_call_bound, plan, run_optimize, stages
 from treeqa.programs import build_program
@@ -69,10 +69,9 @@ def test_programs_without_a_reader_and_bad_chains_are_refused():
 
 
 def test_a_composed_compile_keeps_the_judge_and_compiles_the_reader(fixture_data, tmp_path, monkeypatch):
-    import treeqa.lm
 
     lm = learner()
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: FakeRetriever())
     spec = OptimizeSpec(program="rta", dataset="hotpotqa", optimizer="settings+reader", train=2, dev=2,
                         candidates=1)

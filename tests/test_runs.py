@@ -6,6 +6,7 @@ from dspy.utils import DummyLM
 from typer.testing import CliRunner
 
 import treeqa.lm
+from tests.fakes import use_lm
 from treeqa.cli import app, parse_params
 from treeqa.programs import PROGRAMS, BeamSearchQA, build_program, program_name, uses_retriever
 from treeqa.runs import EvalSpec, run_evaluation
@@ -37,7 +38,7 @@ def test_parse_params_reads_json_values():
 
 def test_run_evaluation_writes_and_resumes(fixture_data, tmp_path, monkeypatch):
     lm = DummyLM({"Rigi": {"answer": "Lake Zurich"}, "Weggis": {"answer": "no"}})
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     spec = EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2)
     result = run_evaluation(spec, tmp_path / "run")
     assert result["summary"]["n"] == 2 and result["summary"]["em"] == 50.0
@@ -60,7 +61,7 @@ def test_skip_is_part_of_the_spec_only_when_set():
 
 def test_a_folder_holds_one_spec(fixture_data, tmp_path, monkeypatch):
     lm = DummyLM({"Rigi": {"answer": "Lake Zurich"}, "Weggis": {"answer": "no"}})
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
+    use_lm(monkeypatch, lm)
     run_evaluation(EvalSpec(program="direct", dataset="hotpotqa", split="dev", n=2), tmp_path / "run")
     with pytest.raises(ValueError, match="another spec") as err:
         run_evaluation(EvalSpec(program="cot", dataset="hotpotqa", split="dev", n=2), tmp_path / "run")

@@ -10,7 +10,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.fakes import FakeRetriever, review_kind, scripted_lm
+from tests.fakes import FakeRetriever, review_kind, scripted_lm, use_lm
 from tests.review_fakes import answering, no_real_encoder, review, tree_retriever  # noqa: F401 - autouse
 from treeqa.programs import build_program
 from treeqa.serving import Served, create_app, program_info, write_view
@@ -148,11 +148,10 @@ def test_bad_requests_get_json_errors(payload, status, message):
 
 
 def test_view_writes_one_html_file_with_every_tree(fixture_data, tmp_path, monkeypatch):
-    import treeqa.lm
     from treeqa.runs import EvalSpec, run_evaluation
 
     served, _ = tor_served()
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: served.lm)
+    use_lm(monkeypatch, served.lm)
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: tree_retriever())
     spec = EvalSpec(program="tor", dataset="hotpotqa", split="dev", n=2, params={"widths": [2, 2],
                                                                                  "expansion": "direct"})
@@ -225,11 +224,10 @@ def test_the_page_draws_the_tree_and_shows_a_clicked_node(live_server, tmp_path)
 def test_serve_and_view_commands(fixture_data, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import treeqa.lm
     from treeqa.cli import app, load_served
 
     served, _ = tor_served()
-    monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: served.lm)
+    use_lm(monkeypatch, served.lm)
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: tree_retriever())
     started = {}
     monkeypatch.setattr("uvicorn.run", lambda app_, host, port, log_level: started.update(app=app_, port=port))
