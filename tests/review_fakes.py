@@ -46,10 +46,13 @@ Q = "Who wrote the novel that the film Example was based on?"
 
 @pytest.fixture(autouse=True)
 def no_real_encoder(monkeypatch):
-    """The recall re-ranking must never load MiniLM in fast tests; tests that care pass `embed_fn`.
-    (Autouse in every module that imports it.)"""
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews.default_embed",
-                        lambda texts: np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2))
+    """The recall re-ranking and a path judge must never load MiniLM in fast tests; tests that
+    care pass `embed_fn`. (Autouse in every module that imports it.)"""
+    def constant(texts):
+        return np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2)
+
+    monkeypatch.setattr("treeqa.programs.review_run.default_embed", constant)
+    monkeypatch.setattr("treeqa.programs.judged.default_embed", constant)
 
 
 def run(program, script, question=Q):

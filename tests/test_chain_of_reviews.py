@@ -14,7 +14,7 @@ from tests.review_fakes import (  # noqa: F401 - autouse
     run,
     tree_retriever,
 )
-from treeqa.programs.tree_of_reviews import ChainOfReviews
+from treeqa.programs.chain_of_reviews import ChainOfReviews
 from treeqa.signatures.review import ReviewWithReasoning
 
 

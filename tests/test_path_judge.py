@@ -155,7 +155,8 @@ def test_without_the_encoder_the_reviews_decide_and_the_failure_is_recorded(monk
     def broken(texts):
         raise RuntimeError("no encoder")
 
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews.default_embed", broken)
+    monkeypatch.setattr("treeqa.programs.judged.default_embed", broken)
+    monkeypatch.setattr("treeqa.programs.review_run.default_embed", broken)
     program, _ = _tree()
     pred, engine = run(program, answering(lambda call: review("reject")), question=QUESTION)
     assert [c.kind for c in engine.calls] == ["review"] * 3 + ["fuse"]
@@ -163,7 +164,7 @@ def test_without_the_encoder_the_reviews_decide_and_the_failure_is_recorded(monk
 
 
 def test_the_optimizer_fits_the_judge_without_lm_calls_and_it_is_saved(train, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr("treeqa.programs.tree_of_reviews.default_embed", bag_of_words)
+    monkeypatch.setattr("treeqa.programs.judged.default_embed", bag_of_words)
     hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
     with dspy.context(lm=lm):
@@ -272,7 +273,7 @@ def test_a_judge_needs_retrieved_passages():
 
 
 def test_the_optimizer_compiles_a_judged_beam_that_is_saved(train, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr("treeqa.programs.beam_search.default_embed", bag_of_words)
+    monkeypatch.setattr("treeqa.programs.judged.default_embed", bag_of_words)
     hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
     with dspy.context(lm=lm):

@@ -14,7 +14,8 @@ import pytest
 from tests.conftest import requires_shared_data
 from treeqa.lm import adapter_for, local_engine
 from treeqa.metrics import exact_match, f1_score, recall_at_k
-from treeqa.programs.tree_of_reviews import ChainOfReviews, TreeOfReviews
+from treeqa.programs.chain_of_reviews import ChainOfReviews
+from treeqa.programs.tree_of_reviews import TreeOfReviews
 
 pytestmark = [pytest.mark.integration, requires_shared_data]
 

@@ -18,7 +18,9 @@ from tests.review_fakes import (  # noqa: F401 - autouse
     run,
     tree_retriever,
 )
-from treeqa.programs.tree_of_reviews import RECALL_K, TreeOfReviews, rank_retrieved
+from treeqa.metrics import RECALL_K
+from treeqa.programs.review_run import rank_retrieved
+from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.signatures.fusion import Evidence
 from treeqa.signatures.review import CompleteMissingParagraph, ParagraphReview, ReviewWithReasoning
 

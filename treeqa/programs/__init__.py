@@ -11,8 +11,9 @@ from typing import Any
 from treeqa.programs.baselines import ChainOfThoughtAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
 from treeqa.programs.beam_search import PRESETS as BEAM_PRESETS
 from treeqa.programs.beam_search import BeamSearchQA
+from treeqa.programs.chain_of_reviews import ChainOfReviews
 from treeqa.programs.contract import QAProgram
-from treeqa.programs.tree_of_reviews import ChainOfReviews, TreeOfReviews
+from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.retrievers.base import Retriever
 
 PROGRAMS: dict[str, type[QAProgram]] = {

@@ -35,9 +35,9 @@ from treeqa.programs.common import (
     record_failure,
     safe_call,
 )
-from treeqa.programs.contract import QAProgram
+from treeqa.programs.judged import JudgedProgram
 from treeqa.retrievers.base import Retriever
-from treeqa.retrievers.encoder import EmbedFn, default_embed
+from treeqa.retrievers.encoder import EmbedFn
 from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer, clean_answer
 from treeqa.signatures.ask import Ask
@@ -127,7 +127,7 @@ def rank(states: list[SearchState]) -> list[SearchState]:
     return sorted(states, key=lambda s: (-s.confidence, s.id))
 
 
-class BeamSearchQA(QAProgram):
+class BeamSearchQA(JudgedProgram):
     """ALLIES: answer a question by beam search over (sub-question, evidence) histories.
 
     Args:
@@ -221,8 +221,7 @@ class BeamSearchQA(QAProgram):
         check_retriever(retriever, "BeamSearchQA with evidence='retrieval'", needed=evidence == "retrieval")
         if path_judge is not None and evidence != "retrieval":
             raise ValueError("a path judge judges retrieved passages: it needs evidence='retrieval'")
-        self.path_judge = check_path_judge(path_judge)
-        self._embed_fn = SharedRef(embed_fn)
+        self._keep_judge(path_judge, embed_fn)
         self.max_queries, self.depth, self.passages = max_queries, depth, passages
         self.threshold, self.beam_size, self.evidence = float(threshold), beam_size, evidence
         self.passage_chars, self.check_seeds = passage_chars, bool(check_seeds)
@@ -246,13 +245,6 @@ class BeamSearchQA(QAProgram):
     @property
     def retriever(self) -> Retriever | None:
         return self._retriever.value
-
-    def judge_embed_fn(self) -> EmbedFn:
-        """The encoder a path judge embeds the question and paragraphs with."""
-        return self._embed_fn.value or default_embed
-
-    def _judge(self) -> PathJudge | None:
-        return None if self.path_judge is None else PathJudge.model_validate(self.path_judge)
 
     # --- Algorithm 1 ---------------------------------------------------------------------
 

@@ -1,0 +1,209 @@
+"""What Tree of Reviews and Chain of Reviews share, as their base class: the review of a path
+(by the model, a relevance threshold or a compiled path judge), the query expansion, the fusion
+reader and the recall ranking. Each program only walks its own search shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import dspy
+
+from treeqa.data.corpus import Passage
+from treeqa.judging.path_judge import check_path_judge
+from treeqa.judging.verdicts import LOGPROBS, verdict_probability
+from treeqa.lm import is_embedded
+from treeqa.programs.common import SharedRef, check_retriever, record_failure, safe_call
+from treeqa.programs.judged import JudgedProgram
+from treeqa.programs.review_run import ReviewRun, rank_retrieved
+from treeqa.retrievers.base import Retriever
+from treeqa.retrievers.encoder import EmbedFn
+from treeqa.signatures import budget
+from treeqa.signatures.answer import clean_answer
+from treeqa.signatures.fusion import FUSION_INPUT, FUSION_SIGNATURES, FUSIONS, Evidence, fusion_context
+from treeqa.signatures.review import (
+    CompleteMissingParagraph,
+    ParagraphReview,
+    ReviewOutcome,
+    ReviewWithReasoning,
+    clean_text,
+    enforce_review_rules,
+    review_paragraphs,
+    select_for_review,
+)
+
+EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
+
+
+class ReviewProgram(JudgedProgram):
+    """What ToR and CoR share: the review, the query expansion, the fusion reader, the ranking.
+
+    Predictors (the only state `save`/`load` keep): `review`, `complete_paragraph` (MPC
+    expansion only) and `fuse`. The retriever and the embedding function are plain
+    attributes, shared (never copied) when an optimizer deep-copies the program.
+    """
+
+    retrieves = True
+    fitted_settings = ("relevance_threshold",)
+    reader = "fuse"
+
+    def check_fitted(self, fitted: dict) -> None:
+        threshold = fitted.get("relevance_threshold")
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"relevance_threshold must be between 0 and 1 (or None), got {threshold}")
+        if fitted.get("path_judge") is not None:
+            if threshold is not None:
+                raise ValueError("set relevance_threshold or path_judge, not both: each decides relevance")
+            check_path_judge(fitted["path_judge"])
+
+    def __init__(self, retriever: Retriever | None, expansion: str, fusion: str, max_context_chars: int,
+                 max_paragraph_chars: int, max_review_chars: int, max_query_chars: int,
+                 embed_fn: EmbedFn | None, relevance_threshold: float | None):
+        super().__init__()
+        if relevance_threshold is not None and not 0.0 <= relevance_threshold <= 1.0:
+            raise ValueError(f"relevance_threshold must be between 0 and 1 (or None), got {relevance_threshold}")
+        self.relevance_threshold = relevance_threshold
+        self._keep_judge(None, embed_fn)  # ToR sets path_judge; CoR's paths are longer than the judge is fitted on
+        check_retriever(retriever, type(self).__name__, needed=True)
+        if expansion not in EXPANSIONS:
+            raise ValueError(f"unknown expansion {expansion!r}; choose one of {', '.join(EXPANSIONS)}")
+        if fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
+        for name, value in (("max_context_chars", max_context_chars), ("max_paragraph_chars", max_paragraph_chars),
+                            ("max_review_chars", max_review_chars), ("max_query_chars", max_query_chars)):
+            if value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        self._retriever = SharedRef(retriever)  # shared, never copied, when optimizers deep-copy
+        self.expansion = expansion
+        self.fusion = fusion
+        self.max_context_chars = max_context_chars
+        self.max_paragraph_chars = max_paragraph_chars
+        self.max_review_chars = max_review_chars
+        self.max_query_chars = max_query_chars
+        self.review = budget.predict(ReviewWithReasoning if expansion == "cot" else ParagraphReview)
+        if expansion == "mpc":
+            self.complete_paragraph = budget.predict(CompleteMissingParagraph)
+        self.fuse = budget.predict(FUSION_SIGNATURES[fusion])
+
+    @property
+    def retriever(self) -> Retriever:
+        return self._retriever.value
+
+    def _retrieve(self, run: ReviewRun, query: str, k: int, where: str) -> list[Passage]:
+        run.stats["retrievals"] += 1
+        try:
+            hits = list(self.retriever.search(query, k))
+        except Exception as exc:  # noqa: BLE001 - a failed search ends this branch, not the question
+            record_failure(run.failures, where, exc)
+            return []
+        return hits
+
+    def _wants_probabilities(self) -> bool:
+        """Ask for the verdicts' probabilities where they decide (a threshold is set) or come
+        almost free (the embedded engine: about 0.6 ms a generated token); an endpoint that may
+        not support log-probabilities is not asked for them otherwise."""
+        return self.relevance_threshold is not None or is_embedded(dspy.settings.lm)
+
+    def _review_call(self, question: str, passages: Sequence[Passage], failures: list[dict],
+                     where: str, can_search: bool, can_accept: bool = True) -> ReviewOutcome | None:
+        """The review LM call alone (safe to run in a worker thread): None when it fails.
+
+        With `relevance_threshold`, relevance is the model's probability of `true` against the
+        threshold, not its written verdict; where the reply has no probabilities the written
+        verdict stands and the outcome says so (`p_relevant` None, counted as a judge fallback).
+        With a `path_judge`, the judge decides both verdicts and the model only writes what
+        the action needs: a path the judge rejects, and one it sends on to an MPC search (the
+        completion writes the query) or drops at the last level, cost no LM call; a path it
+        accepts gets the review for its analysis, and is accepted whether or not one comes.
+        """
+        fallback_query = f"{question} {passages[-1].title}"
+        judge, relevant, sufficient, judged = self._judge(), None, None, (None, None)
+        if judge is not None:
+            try:
+                judged = judge.probabilities(question, passages, self.judge_embed_fn())
+            except Exception as exc:  # noqa: BLE001 - without the encoder the review's own verdicts decide
+                record_failure(failures, f"{where}:judge", exc)
+            else:
+                relevant = judged[0] >= judge.relevance.threshold
+                sufficient = judged[1] >= judge.sufficiency.threshold
+                decided = enforce_review_rules(None, fallback_query, can_search=can_search, can_accept=can_accept,
+                                               relevant=relevant, sufficient=sufficient, require_analysis=False)
+                if decided.action == "reject" or (decided.action == "search"
+                                                  and (self.expansion == "mpc" or not can_search)):
+                    return replace(decided, corrected=False, seen_ids=tuple(p.id for p in passages),
+                                   judge_relevant=judged[0], judge_sufficient=judged[1], judge_only=True)
+        shown, paragraphs = select_for_review(passages, self.max_paragraph_chars, self.max_review_chars)
+        extra = {"config": LOGPROBS} if self._wants_probabilities() else {}
+        pred = safe_call(self.review, failures, where, question=question, paragraphs=paragraphs, **extra)
+        if pred is None:
+            return None
+        p_relevant, p_sufficient = verdict_probability(pred, "relevant"), verdict_probability(pred, "sufficient")
+        if self.relevance_threshold is not None and p_relevant is not None:
+            relevant = p_relevant >= self.relevance_threshold
+        outcome = enforce_review_rules(pred, fallback_query=fallback_query, can_search=can_search,
+                                       can_accept=can_accept, relevant=relevant, sufficient=sufficient,
+                                       require_analysis=judge is None or judged[0] is None)
+        return replace(outcome, seen_ids=tuple(p.id for p in shown), p_relevant=p_relevant,
+                       p_sufficient=p_sufficient, judge_relevant=judged[0], judge_sufficient=judged[1])
+
+    def _review(self, run: ReviewRun, passages: Sequence[Passage], where: str, can_search: bool,
+                ready: tuple[list[dict], ReviewOutcome | None] | None = None,
+                can_accept: bool = True) -> ReviewOutcome | None:
+        """One review of `passages` together (or its result from a concurrent batch); None,
+        counted and recorded, when the call failed."""
+        run.stats["reviews"] += 1
+        if ready is None:
+            outcome = self._review_call(run.question, passages, run.failures, where, can_search, can_accept)
+        else:
+            failures, outcome = ready
+            run.failures.extend({**f, "where": where} for f in failures)
+        if outcome is None:
+            run.stats["review_failures"] += 1
+            return None
+        run.stats["corrected"] += outcome.corrected
+        run.stats["judge_only"] += outcome.judge_only
+        run.stats["judge_fallbacks"] += self.relevance_threshold is not None and outcome.p_relevant is None
+        return outcome
+
+    def _next_query(self, run: ReviewRun, passages: Sequence[Passage], outcome: ReviewOutcome, where: str) -> str:
+        """The query that expands a path: the review's own (direct, CoT) or the missing paragraph (MPC).
+
+        If MPC fails or writes nothing, the review's query is used, so a search always has one.
+        """
+        if self.expansion == "mpc":
+            run.stats["completions"] += 1
+            paragraphs = review_paragraphs(passages, self.max_paragraph_chars, self.max_review_chars)
+            pred = safe_call(self.complete_paragraph, run.failures, where, question=run.question,
+                             paragraphs=paragraphs)
+            text = clean_text(pred.missing_paragraph) if pred is not None else ""
+            if text:
+                return text[:self.max_query_chars]
+            run.stats["completion_failures"] += 1
+        run.stats["query_fallbacks"] += outcome.query_fallback
+        return outcome.next_query[:self.max_query_chars]
+
+    def _answer(self, run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[str, str]:
+        """Fuse the evidence pool and the `extra` paragraphs after it; with an empty pool, read
+        the `fallback` paragraphs instead."""
+        if run.pool:
+            pool, source = list(run.pool) + list(extra), "evidence+top" if extra else "evidence"
+        else:
+            pool, source = list(fallback), "fallback"
+        context = fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars) if pool else []
+        pred = safe_call(self.fuse, run.failures, "fuse", question=run.question,
+                         **{FUSION_INPUT[self.fusion]: context})
+        return (clean_answer(pred.answer) if pred is not None else ""), source
+
+    def _prediction(self, run: ReviewRun, answer: str, source: str) -> dspy.Prediction:
+        try:
+            retrieved = rank_retrieved(run.pool, run.retrieved, answer, list(run.relevant_ids), self.embed_fn)
+        except Exception as exc:  # noqa: BLE001 - without the encoder the tiers stay in discovery order
+            record_failure(run.failures, "rerank", exc)
+            retrieved = rank_retrieved(run.pool, run.retrieved, "", list(run.relevant_ids))
+        stats = dict(run.stats, nodes=len(run.nodes), evidence=len(run.pool), failures=len(run.failures),
+                     distinct_retrieved=len(retrieved), fused_from=source)
+        return dspy.Prediction(answer=answer, evidence=run.evidence_records(),
+                               tree={"question": run.question, "nodes": [n.to_dict() for n in run.nodes],
+                                     "stats": stats},
+                               retrieved=retrieved, retrieved_ids=[p.id for p in retrieved],
+                               failures=run.failures, stats=stats)
