@@ -4,19 +4,20 @@ Bootstrapping keeps only the model's own successful traces, and a 1.5B model rar
 one that searches; labeled demos of a raw example fill only the outer signature. The
 multi-hop training sets say more: which paragraphs support the answer (HotpotQA / 2Wiki
 `supporting_facts`, MuSiQue `is_supporting`), which sentences, and for MuSiQue how the
-question decomposes. `AnnotatedFewShot` turns that into demos for each predictor, by what
-the predictor's signature asks for:
+question decomposes. `AnnotatedFewShot` turns that into demos for each predictor the program
+declares in `annotation_demos` (predictor -> kind; an undeclared predictor gets none), by kind:
 
-- a review (ParagraphReview, ReviewWithReasoning): one gold paragraph of a multi-hop
+- "review" (ParagraphReview, ReviewWithReasoning): one gold paragraph of a multi-hop
   question -> relevant, not sufficient, search, with the missing paragraph's title as the
   query; the whole gold path -> accept, with the answer; a distractor -> reject;
-- the missing-paragraph completion (MPC): the first gold paragraph -> the supporting
+- "complete", the missing-paragraph completion (MPC): the first gold paragraph -> the supporting
   sentences of the next one;
-- the readers (fusion, passages, history): gold evidence -> the gold answer;
-- Ask: MuSiQue's decomposition (the first sub-question; then, with it answered, the next);
-- SummarizeEvidence: gold and distractor passages -> the gold supporting sentences;
-- Score: the gold evidence with the gold answer -> 0.9, with another question's answer -> 0.1;
-- GenerateBackground: the question -> the gold supporting sentences.
+- "read" (a reader of evidence, analyses, paragraphs or passages, whichever its signature
+  takes) and "read-history" (a reader of an ALLIES history): gold evidence -> the gold answer;
+- "ask" (Ask): MuSiQue's decomposition (the first sub-question; then, with it answered, the next);
+- "summarize" (SummarizeEvidence): gold and distractor passages -> the gold supporting sentences;
+- "score" (Score): the gold evidence with the gold answer -> 0.9, with another question's answer -> 0.1;
+- "background" (GenerateBackground): the question -> the gold supporting sentences.
 
 Demos are seeded and at most `k` per predictor (3, as in the papers' prompts), taken from
 different training questions; they are saved in `compiled.json` like any other demos.
@@ -148,28 +149,39 @@ def _background(example, rng, others) -> list[dict]:
     return [{"question": example.question, "document": _facts(example.annotation["gold"])}]
 
 
-def builder_for(signature: type[dspy.Signature]) -> Callable | None:
-    """The demo builder that fits a predictor's signature, read off its field names."""
-    inputs, outputs = set(signature.input_fields), set(signature.output_fields)
-    if "relevant" in outputs:
-        return lambda ex, rng, others: _review(ex, rng, others, reasoning="reasoning" in outputs)
-    if "missing_paragraph" in outputs:
-        return _complete
-    if "sub_questions" in outputs:
-        return _ask
-    if "confidence" in outputs:
-        return _score
-    if "document" in outputs:
-        return _background
-    if outputs == {"evidence"}:
-        return _summarize
-    if "answer" in outputs:
-        for name in ("evidence", "analyses", "paragraphs", "passages"):
-            if name in inputs:
-                return _fuse(name)
-        if "history" in inputs:
-            return _history_answer
-    return None
+READERS = ("evidence", "analyses", "paragraphs", "passages")  # the context inputs a "read" demo can fill
+
+
+def _read(example, rng, others, signature) -> list[dict]:
+    name = next((n for n in READERS if n in signature.input_fields), None)
+    if name is None:
+        raise ValueError(f"a 'read' demo needs one of the inputs {', '.join(READERS)}; "
+                         f"{signature.__name__} takes {', '.join(signature.input_fields)}")
+    return _fuse(name)(example, rng, others)
+
+
+BUILDERS: dict[str, Callable] = {  # kind -> (example, rng, other answers, signature) -> demos
+    "review": lambda ex, rng, others, sig: _review(ex, rng, others, reasoning="reasoning" in sig.output_fields),
+    "complete": lambda ex, rng, others, sig: _complete(ex, rng, others),
+    "ask": lambda ex, rng, others, sig: _ask(ex, rng, others),
+    "score": lambda ex, rng, others, sig: _score(ex, rng, others),
+    "summarize": lambda ex, rng, others, sig: _summarize(ex, rng, others),
+    "background": lambda ex, rng, others, sig: _background(ex, rng, others),
+    "read": _read,
+    "read-history": lambda ex, rng, others, sig: _history_answer(ex, rng, others),
+}
+
+
+def declared_kinds(program: dspy.Module) -> dict[str, str]:
+    """Predictor name -> demo kind, as the program's class declares (`annotation_demos`, keyed by
+    the predictor's attribute: `answer` covers `answer.predict`); an unknown kind is an error."""
+    declared = getattr(type(program), "annotation_demos", {}) or {}
+    unknown = sorted(set(declared.values()) - set(BUILDERS))
+    if unknown:
+        raise ValueError(f"{type(program).__name__}.annotation_demos names unknown demo kinds {unknown}; "
+                         f"known: {', '.join(BUILDERS)}")
+    return {name: declared[name.split(".")[0]] for name, _ in program.named_predictors()
+            if name.split(".")[0] in declared}
 
 
 class AnnotatedFewShot(Teleprompter):
@@ -193,17 +205,18 @@ class AnnotatedFewShot(Teleprompter):
                              "(the annotated optimizer needs hotpotqa, 2wikimultihopqa or musique train)")
         program = student.deepcopy()
         others = [ex.answers[0] for ex in usable_examples]
+        kinds = declared_kinds(program)
         for name, predictor in program.named_predictors():
-            build = builder_for(predictor.signature)
-            if build is None:
+            if name not in kinds:
                 continue
+            build, signature = BUILDERS[kinds[name]], predictor.signature
             rng = random.Random(f"{self.seed}:{name}")
             order = list(usable_examples)
             rng.shuffle(order)
             fields = set(predictor.signature.fields)
             demos: list[dspy.Example] = []
             for example in order:  # every demo a question gives (a review: search, accept, reject), until k
-                demos += [dspy.Example(**d) for d in build(example, rng, others) if set(d) <= fields]
+                demos += [dspy.Example(**d) for d in build(example, rng, others, signature) if set(d) <= fields]
                 if len(demos) >= self.k:
                     break
             demos = demos[:self.k]

@@ -1,4 +1,4 @@
-"""The `treeqa` command line: model, index, evaluate, ask, optimize."""
+"""The `treeqa` command line: model, index, programs, evaluate, compare, ask, serve, view, optimize."""
 
 from __future__ import annotations
 
@@ -134,6 +134,24 @@ def default_split(dataset: str) -> str:
     if dataset not in EVAL_SPLITS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(EVAL_SPLITS)}")
     return EVAL_SPLITS[dataset]
+
+
+@app.command("programs")
+def programs_cmd() -> None:
+    """List the registered programs and what each declares (add one: a file in treeqa/programs/, or
+    a module of your own named in TREEQA_PROGRAMS)."""
+    from treeqa.optimize import fitting_optimizers
+
+    for name, cls in PROGRAMS.items():
+        doc = (cls.__doc__ or "").strip().splitlines()
+        typer.echo(f"{name}: {cls.__module__}.{cls.__qualname__}" + (f" - {doc[0]}" if doc else ""))
+        compile_ = cls.default_compile
+        facts = [f"searches a corpus: {'yes' if cls.retrieves else 'no'}",
+                 f"tree: {cls.tree_shape or 'none'}",
+                 f"presets: {', '.join(cls.presets) or 'none'}",
+                 f"default compile: {compile_['optimizer']} on {compile_['train']} train questions",
+                 f"optimizers: {', '.join(fitting_optimizers(cls))}"]
+        typer.echo("    " + "; ".join(facts))
 
 
 @app.command("evaluate")

@@ -41,6 +41,13 @@ def optimizer_names() -> tuple[str, ...]:
     return tuple(compilers())
 
 
+def fitting_optimizers(program_class: type) -> tuple[str, ...]:
+    """The `--optimizer`s that can compile `program_class` (each compiler's `fits`)."""
+    from treeqa.teleprompt import compilers
+
+    return tuple(name for name, c in compilers().items() if c.fits(program_class))
+
+
 def preparers() -> tuple[str, ...]:
     """Compilers that prepare a program from annotations or settings: an EM teleprompter can
     run on what one of them made (`--optimizer path-judge+reader`)."""

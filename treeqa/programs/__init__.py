@@ -1,32 +1,46 @@
 """The QA programs, by the short names the command line uses.
 
-Adding a program is one file (a `QAProgram` subclass, see `contract.py`) and one line here;
-everything else (the command line, runs, plans, compiled files) reads the class's contract.
+A program is one file: a `QAProgram` subclass that sets `name` (see `contract.py`), registered
+when its class is defined. Every module of this package is imported here, so a file added to
+it is registered; programs kept elsewhere are registered by naming their modules in the
+TREEQA_PROGRAMS environment variable (comma-separated importable names). Everything else (the
+command line, runs, plans, compiled files, the page, the annotated demos) reads the class.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 from typing import Any
 
 from treeqa.programs.baselines import ChainOfThoughtAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
 from treeqa.programs.beam_search import PRESETS as BEAM_PRESETS
 from treeqa.programs.beam_search import BeamSearchQA
 from treeqa.programs.chain_of_reviews import ChainOfReviews
-from treeqa.programs.contract import QAProgram
+from treeqa.programs.contract import REGISTRY, QAProgram
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.retrievers.base import Retriever
 
-PROGRAMS: dict[str, type[QAProgram]] = {
-    "beam": BeamSearchQA,
-    "tor": TreeOfReviews,
-    "cor": ChainOfReviews,
-    "rta": RetrieveThenAnswer,
-    "direct": DirectAnswer,
-    "cot": ChainOfThoughtAnswer,
-    "genread": GenRead,
-}
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {"beam": BEAM_PRESETS}  # program -> preset name -> settings
-PRESET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p for presets in PRESETS.values() for p in presets))
+PLUGINS_VARIABLE = "TREEQA_PROGRAMS"
+
+
+def discover(plugins: str | None = None) -> None:
+    """Import every module of this package and the modules `plugins` (default: the
+    TREEQA_PROGRAMS variable) names, so the programs they define are registered."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+    names = os.environ.get(PLUGINS_VARIABLE, "") if plugins is None else plugins
+    for module in filter(None, (m.strip() for m in names.split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImportError(f"{PLUGINS_VARIABLE} names {module!r}, which cannot be imported: {exc}") from exc
+
+
+discover()
+PROGRAMS: dict[str, type[QAProgram]] = REGISTRY  # name -> class, every registered program (live)
+PRESET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p for cls in PROGRAMS.values() for p in cls.presets))
 DEFAULT_PROGRAM = "tor"  # what `serve` and `optimize` run when no program is named
 SIMPLEST = "direct"  # what `ask` runs when none is named: one LM call, no index (checks the LM works)
 BASELINE = "rta"  # one retrieval: what a search is paired with by default in comparisons
@@ -46,10 +60,12 @@ def check_names(name: str, preset: str | None = None) -> None:
     if name not in PROGRAMS:
         raise ValueError(f"unknown program {name!r}; choose one of {', '.join(PROGRAMS)}")
     if preset is not None:
-        if name not in PRESETS:
-            raise ValueError(f"presets are for the {', '.join(PRESETS)} program, not {name!r}")
-        if preset not in PRESETS[name]:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS[name])}")
+        presets = PROGRAMS[name].presets
+        if not presets:
+            with_presets = [n for n, cls in PROGRAMS.items() if cls.presets]
+            raise ValueError(f"presets are for the {', '.join(with_presets)} program, not {name!r}")
+        if preset not in presets:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(presets)}")
 
 
 def validate_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -62,7 +78,7 @@ def resolve_settings(name: str, params: dict[str, Any] | None = None, preset: st
     """Every setting program `name` would run with: the preset's, overridden by `params`, the
     rest at their defaults. Nothing is built, so this is what plans and checks use."""
     check_names(name, preset)
-    given = {**(PRESETS[name][preset] if preset else {}), **validate_params(name, params)}
+    given = {**(PROGRAMS[name].presets[preset] if preset else {}), **validate_params(name, params)}
     return PROGRAMS[name].resolve_settings(given)
 
 
@@ -83,13 +99,13 @@ def build_program(name: str, retriever: Retriever | None = None, preset: str | N
     """A fresh, zero-shot program. `preset` (beam only) picks the paper's NQ/TriviaQA/WebQ settings."""
     check_names(name, preset)
     embed_fn = params.pop("embed_fn", None)
-    settings = {**(PRESETS[name][preset] if preset else {}), **validate_params(name, params)}
+    settings = {**(PROGRAMS[name].presets[preset] if preset else {}), **validate_params(name, params)}
     if embed_fn is not None:
         settings["embed_fn"] = embed_fn
     return PROGRAMS[name](retriever, **settings)
 
 
-__all__ = ["BASELINE", "BEAM_PRESETS", "COMPARED", "DEFAULT_PROGRAM", "PRESETS", "PRESET_NAMES", "PROGRAMS", "SIMPLEST",
+__all__ = ["BASELINE", "BEAM_PRESETS", "COMPARED", "DEFAULT_PROGRAM", "PRESET_NAMES", "PROGRAMS", "SIMPLEST",
            "BeamSearchQA", "ChainOfReviews", "ChainOfThoughtAnswer", "DirectAnswer", "GenRead", "QAProgram",
            "RetrieveThenAnswer", "TreeOfReviews", "build_program", "call_bound", "check_names", "program_name",
-           "resolve_settings", "uses_retriever", "validate_params"]
+           "discover", "resolve_settings", "uses_retriever", "validate_params"]

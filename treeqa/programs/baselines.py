@@ -29,6 +29,9 @@ class DirectAnswer(QAProgram):
         >>> DirectAnswer()(question="who wrote the opera carmen").answer
     """
 
+    name = "direct"
+    annotation_demos = {"answer": "read-history"}
+
     reader = "answer"
 
     @classmethod
@@ -53,6 +56,9 @@ class ChainOfThoughtAnswer(QAProgram):
         >>> pred = ChainOfThoughtAnswer()(question="who wrote the opera carmen")
         >>> pred.reasoning, pred.answer
     """
+
+    name = "cot"
+    annotation_demos = {"answer": "read-history"}
 
     @classmethod
     def call_bound(cls, settings) -> int:
@@ -81,6 +87,9 @@ class RetrieveThenAnswer(QAProgram):
     Example:
         >>> RetrieveThenAnswer(get_retriever("hotpotqa"), k=5)(question="...").retrieved
     """
+
+    name = "rta"
+    annotation_demos = {"answer": "read"}
 
     retrieves = True
     reader = "answer"
@@ -123,6 +132,9 @@ class GenRead(QAProgram):
         >>> pred = GenRead()(question="who wrote the opera carmen")
         >>> pred.document, pred.answer
     """
+
+    name = "genread"
+    annotation_demos = {"background": "background", "answer": "read"}
 
     reader = "answer"
 

@@ -176,8 +176,11 @@ class BeamSearchQA(JudgedProgram):
     retrieves = True
     concurrent = True
     fitted_settings = ("path_judge",)
+    name = "beam"
     tree_shape = "states"
+    presets = PRESETS
     default_preset = "nq"
+    annotation_demos = {"ask": "ask", "answer": "read-history", "scorer": "score", "summarize": "summarize"}
     # the one compile measured at n >= 100 (+2 [-5, +9] EM on the reference questions; ties and
     # calibration much better); no LM call to compile
     default_compile = {"optimizer": "path-judge", "train": 100}

@@ -37,7 +37,9 @@ class ChainOfReviews(ReviewProgram):
         expansion, fusion, relevance_threshold, max_*_chars, embed_fn: as for `TreeOfReviews`.
     """
 
+    name = "cor"
     tree_shape = "chain"
+    annotation_demos = {"review": "review", "fuse": "read"}
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:

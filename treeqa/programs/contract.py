@@ -1,6 +1,7 @@
-"""What every registered program declares about itself, so the rest of the package needs
-nothing but the registry line: its settings, whether it searches a corpus, the most LM calls
-one question can take, and whether it sends one question's calls concurrently.
+"""What every program declares about itself, so the rest of the package needs nothing but the
+class: its name (setting `name` registers it), its settings and presets, whether it searches a
+corpus, the most LM calls one question can take, whether it sends one question's calls
+concurrently, the shape of its search tree and the demos the training annotations give it.
 
 The settings are read off the constructor (name, type, default) into a pydantic model, so
 the command line's `--param`, a compiled file and `--plan` check and resolve them alike.
@@ -18,15 +19,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 NOT_SETTINGS = ("self", "retriever", "embed_fn")  # constructor arguments that are objects, not settings
 DEPLOYMENT_SETTINGS = ("threads",)  # how a program runs on this machine, not what it computes
 SETTINGS_STATE_KEY = "treeqa_settings"  # where a program's settings travel in DSPy's saved state
+REGISTRY: dict[str, type[QAProgram]] = {}  # name -> class, filled as program classes are defined
 
 
 class QAProgram(dspy.Module):
     """Base of every program: a `dspy.Module` called as `program(question=...)`.
 
-    Subclasses set `retrieves` and `concurrent`, and implement `call_bound`. Their constructor
-    arguments (except the retriever and embedding function) are their settings, kept as
-    attributes of the same names, so `settings` can report them.
+    Subclasses set `name` (the command line's name for it; a class with a name is registered
+    when it is defined, so a program is one file), `retrieves` and `concurrent`, and implement
+    `call_bound`. Their constructor arguments (except the retriever and embedding function) are
+    their settings, kept as attributes of the same names, so `settings` can report them.
     """
+
+    name: ClassVar[str | None] = None  # what `--program` calls it; None: not registered (a base class)
 
     retrieves: ClassVar[bool] = False  # searches a corpus: an index is needed
     concurrent: ClassVar[bool] = False  # with threads > 1, sends one question's calls together
@@ -41,7 +46,24 @@ class QAProgram(dspy.Module):
     # "reviews" (a tree of reviewed paragraphs), "chain" (one reviewed path), "states" (a beam of scored states)
     tree_shape: ClassVar[str | None] = None
     default_preset: ClassVar[str | None] = None  # the preset side-by-side comparisons run it with
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}  # named settings, e.g. a paper's per dataset
+    # predictor name -> the kind of demo the training annotations can give it (`treeqa.annotated`:
+    # "review", "complete", "ask", "score", "summarize", "background", "read", "read-history");
+    # a predictor not named gets no annotated demos
+    annotation_demos: ClassVar[dict[str, str]] = {}
     _settings_models: ClassVar[dict[type, type[BaseModel]]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if name is None:
+            return
+        if not isinstance(name, str) or not name or "," in name or name != name.strip():
+            raise ValueError(f"{cls.__name__}.name must be a non-empty word, got {name!r}")
+        taken = REGISTRY.get(name)
+        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"program name {name!r} is taken by {taken.__module__}.{taken.__qualname__}")
+        REGISTRY[name] = cls  # the same class defined again (a module reloaded) replaces itself
 
     @classmethod
     def settings_model(cls) -> type[BaseModel]:

@@ -76,7 +76,9 @@ class TreeOfReviews(ReviewProgram):
 
     concurrent = True
     fitted_settings = ("relevance_threshold", "path_judge")
+    name = "tor"
     tree_shape = "reviews"
+    annotation_demos = {"review": "review", "complete_paragraph": "complete", "fuse": "read"}
     # +18 EM [+10, +27] over zero-shot on the 100 reference HotpotQA dev questions (a development
     # set); no LM call to compile, so all 100 train questions' annotations are used
     default_compile = {"optimizer": "path-judge", "train": 100}
