@@ -1,12 +1,24 @@
-from contextlib import contextmanager
-from pathlib import Path
+"""The shared fixtures. Helpers, doubles and data that tests import live in `tests/fakes.py`
+(a test module imports from it alone, never from here or from another test module)."""
+
+import json
 
 import pytest
 
-from treeqa.settings import PROJECT_ROOT, get_settings
+from tests.fakes import FIXTURE_DATA, MUSIQUE, RECORDS, hashing_embed, llama_server
+from treeqa.settings import get_settings
 
-FIXTURE_DATA = Path(__file__).parent / "fixtures" / "data"
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+@pytest.fixture(autouse=True)
+def no_real_encoder(request, monkeypatch):
+    """No fast test loads MiniLM: what a program embeds with when it is given no `embed_fn` (the
+    recall re-ranking, a path judge) is the stand-in `hashing_embed`. Tests marked `integration`
+    keep the real encoder; a test that wants another one patches the same names itself (its
+    monkeypatch runs after this) or passes `embed_fn`."""
+    if request.node.get_closest_marker("integration"):
+        return
+    monkeypatch.setattr("treeqa.programs.review_run.default_embed", hashing_embed)
+    monkeypatch.setattr("treeqa.programs.judged.default_embed", hashing_embed)
 
 
 @pytest.fixture
@@ -29,7 +41,18 @@ def fixture_data(settings_env, tmp_path):
     return settings_env(data_dir=FIXTURE_DATA, cache_dir=tmp_path / "cache")
 
 
-requires_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not present")
+@pytest.fixture
+def train(settings_env, tmp_path):
+    """The annotated training sets: `RECORDS` as HotpotQA's and `MUSIQUE` as MuSiQue's train
+    split, in a throwaway data dir; returns both loaded."""
+    from treeqa.data import load_split
+
+    (tmp_path / "hotpotqa").mkdir()
+    (tmp_path / "hotpotqa" / "hotpot_train_subset.json").write_text(json.dumps(RECORDS))
+    (tmp_path / "musique").mkdir()
+    (tmp_path / "musique" / "musique_ans_train_subset.jsonl").write_text(json.dumps(MUSIQUE) + "\n")
+    settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
+    return load_split("hotpotqa", "train"), load_split("musique", "train")
 
 
 @pytest.fixture(scope="module")
@@ -41,46 +64,6 @@ def real_hotpot():
     from treeqa.retrievers import get_retriever
 
     return get_lm("local", cache=False), get_retriever("hotpotqa", "dense"), load_examples("hotpotqa", "dev", n=3)
-
-
-@contextmanager
-def llama_server(threads: int = 2):
-    """llama.cpp's OpenAI-compatible server (llama-cpp-python's server extra) with the embedded
-    GGUF on 127.0.0.1 at a free port, log-probabilities on; yields its base URL, stops it after."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    from treeqa.lm import model_path
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
-                               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-                               "--n_threads", str(threads), "--model_alias", "qwen", "--logits_all", "true"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=1):
-                    break
-            except OSError:
-                if server.poll() is not None:
-                    raise RuntimeError(f"llama.cpp's server exited with status {server.returncode}") from None
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("llama.cpp's server did not answer within 120 s")
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 @pytest.fixture(scope="module")

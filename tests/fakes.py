@@ -1,4 +1,8 @@
-"""The test doubles: one scripted engine behind a real `dspy.LM`, and one fake retriever.
+"""The test doubles and shared test data: the one module a test module imports helpers from
+(fixtures live in `tests/conftest.py`; no test module imports another). One scripted engine
+behind a real `dspy.LM`, one fake retriever, one stand-in encoder (`hashing_embed`), the scripts
+of the Tree/Chain of Reviews and of the beam search, the annotated training records, and where
+the data lies.
 
 The engine goes through DSPy's own LM, adapters and parsing (a custom engine, as
 `treeqa.lm` does for llama.cpp), so call counts and parse failures are DSPy's own. Each
@@ -13,25 +17,41 @@ first output field asked for ("answer", "confidence", "sub_questions", "evidence
 
 `generic_responder` fills any signature's outputs from their types, for teleprompters
 that call signatures of their own.
+
+`hashing_embed` stands in for MiniLM: the autouse fixture of `tests/conftest.py` makes it what
+a program embeds with by default in every fast test (integration tests keep the real encoder).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import dspy
+import numpy as np
+import pytest
 from dspy._vendor.lm15.types import TokenLogprob, TopLogprob
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
 from treeqa.data.corpus import Passage
 from treeqa.lm import request_messages
 from treeqa.retrievers.base import Retriever
+from treeqa.retrievers.encoder import EmbedFn
+from treeqa.retrievers.streaming import DIM as ENCODER_DIM  # MiniLM's width, which an index build checks
+from treeqa.settings import PROJECT_ROOT
+
+FIXTURE_DATA = Path(__file__).parent / "fixtures" / "data"
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+
+requires_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not present")
 
 _CHAT_FIRST_FIELD = re.compile(r"starting with the field `\[\[ ## (\w+) ## \]\]`")
 _JSON_FIRST_FIELD = re.compile(r"order of fields: `(\w+)`")
@@ -341,3 +361,196 @@ def use_lm(monkeypatch, lm: dspy.LM) -> dspy.LM:
 
     monkeypatch.setattr(treeqa.lm, "get_lm", lambda name, **kw: lm)
     return lm
+
+
+# --- the stand-in encoder ----------------------------------------------------------------------
+
+def hashing_embed(texts: list[str]) -> np.ndarray:
+    """The one stand-in for MiniLM: a bag of words, each word (lower-cased) hashed into one of 384
+    buckets; L2-normalised float32 rows (a text without words is a zero row). Deterministic
+    across runs, and texts that share words are similar."""
+    out = np.zeros((len(texts), ENCODER_DIM), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in re.findall(r"\w+", text.lower()):
+            out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % ENCODER_DIM] += 1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms == 0, 1, norms)
+
+
+def hashing_embed_counting(calls: list[int]) -> EmbedFn:
+    """`hashing_embed` that appends the size of each batch it is given to `calls`."""
+
+    def embed(texts: list[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return hashing_embed(texts)
+
+    return embed
+
+
+# --- Tree/Chain of Reviews: a retriever, review replies, a whole script, a runner -------------
+
+Q = "Who wrote the novel that the film Example was based on?"
+
+
+def tree_retriever(fixed=None) -> FakeRetriever:
+    """The fake retriever in counter mode: fresh paragraphs N1, N2, ... (see `FakeRetriever`)."""
+    return FakeRetriever("counter", fixed)
+
+
+def review(action: str, next_query: str = "", analysis: str = "", reasoning: str | None = None) -> dict:
+    """A review reply whose judgments agree with `action`."""
+    reply = {} if reasoning is None else {"reasoning": reasoning}
+    reply.update(relevant=action != "reject", sufficient=action == "accept", action=action,
+                 next_query=next_query, analysis=analysis)
+    return reply
+
+
+def answering(review_fn: Callable[[Call], dict | str], answer: str = "42",
+              missing: Callable[[Call], str] | None = None) -> Callable[[Call], dict | str]:
+    """A full script: reviews by `review_fn`, MPC paragraphs by `missing`, fusion answers `answer`."""
+
+    def script(call: Call):
+        if call.kind == "review":
+            return review_fn(call)
+        if call.kind == "complete":
+            return {"missing_paragraph": missing(call) if missing else f"missing after {call.titles[-1]}"}
+        return {"answer": answer}
+
+    return script
+
+
+def run(program, script, question=Q):
+    """Run a ToR/CoR program under a scripted LM; returns the prediction and the engine."""
+    lm, engine = scripted_lm(script, classify=review_kind, whole_call=True, usage=(1, 1))
+    with dspy.context(lm=lm):
+        pred = program(question=question)
+    return pred, engine
+
+
+# --- the beam search's script --------------------------------------------------------------------
+
+_LAST_QUERY = re.compile(r"Query: (.*)")
+_PASSAGE_OF = re.compile(r"text \d+ about (.*)")
+
+
+class BeamScript:
+    """Replies of the scripted LM to BeamSearchQA (`scripted_lm(BeamScript(...))`), which name every
+    state by the last sub-question on its path ("root" for the seed without evidence, the question
+    itself for the seed with evidence, "root1", "root12" … below them): sub-questions
+    "<name><i>" (or `asks[name]`), answers "ans:<name>", confidences from `conf` (else `default`);
+    (kind, name) pairs in `fail` raise instead of replying, those in `garbage` score "no idea"."""
+
+    def __init__(self, conf=None, default=0.1, asks=None, fail=(), garbage=()):
+        self.conf, self.default = conf or {}, default
+        self.asks, self.fail, self.garbage = asks or {}, set(fail), set(garbage)
+
+    @staticmethod
+    def name_of(history: str) -> str:
+        queries = _LAST_QUERY.findall(history)
+        return queries[-1].strip() if queries else "root"
+
+    def __call__(self, kind, inputs):
+        if kind == "sub_questions":
+            name = self.name_of(inputs["history"])
+            asked = self.asks.get(name, [f"{name}{i}" for i in range(1, int(inputs["max_questions"]) + 1)])
+            reply = {"sub_questions": json.dumps(asked)}
+        elif kind == "evidence":
+            name = _PASSAGE_OF.search(inputs["passages"][0]).group(1)
+            reply = {"evidence": f"facts about {name}"}
+        elif kind == "document":
+            name = inputs["question"]
+            reply = {"document": f"background on {name}"}
+        elif kind == "answer":
+            name = self.name_of(inputs["history"])
+            reply = {"answer": f"ans:{name}"}
+        elif kind == "confidence":
+            name = inputs["answer"].removeprefix("ans:")
+            value = "no idea" if (kind, name) in self.garbage else str(self.conf.get(name, self.default))
+            reply = {"confidence": value}
+        else:
+            raise AssertionError(f"unexpected call for {kind}")
+        if (kind, name) in self.fail:
+            return RuntimeError(f"scripted failure of {kind} for {name}")
+        return reply
+
+
+# --- annotated training records (the `train` fixture writes them) -------------------------------
+
+def _hotpot(i, answer, gold, distractors):
+    """A record in the official HotpotQA layout: `gold` and `distractors` are (title, [sentences])."""
+    return {"_id": f"t{i}", "question": f"Question {i} about {gold[0][0]}?", "answer": answer, "type": "bridge",
+            "level": "hard", "supporting_facts": [[t, 0] for t, _ in gold],
+            "context": [[t, s] for t, s in gold + distractors]}
+
+
+RECORDS = [
+    _hotpot(1, "Vitznau", [("Rigi Railways", ["Rigi Railways runs cog trains.", " It is based in Vitznau."]),
+                           ("Vitznau", ["Vitznau is a village on Lake Lucerne."])],
+            [("Espresso", ["Espresso is coffee."])]),
+    _hotpot(2, "1871", [("Cog railway", ["The first cog railway in Europe opened in 1871."]),
+                        ("Mount Rigi", ["Mount Rigi is a mountain."])],
+            [("Python", ["Python is a language."]), ("Tea", ["Tea is a drink."])]),
+    _hotpot(3, "Lake Lucerne", [("Weggis", ["Weggis lies on Lake Lucerne."]),
+                                ("Lake Lucerne", ["Lake Lucerne is in central Switzerland."])],
+            [("Zurich", ["Zurich is a city."])]),
+    {"_id": "t4", "question": "One hop only?", "answer": "x", "type": "bridge", "level": "easy",
+     "supporting_facts": [["Solo", 0]], "context": [["Solo", ["Solo is alone."]]]},  # unusable: one gold paragraph
+]
+
+
+def _para(idx, title, text, supporting):
+    return {"idx": idx, "title": title, "paragraph_text": text, "is_supporting": supporting}
+
+
+MUSIQUE = {
+    "id": "2hop__9", "question": "In which region is the lake that Weggis sits on?",
+    "answer": "central Switzerland", "answer_aliases": [], "answerable": True,
+    "paragraphs": [_para(0, "Lake Zurich", "Lake Zurich is a lake.", False),
+                   _para(1, "Lake Lucerne", "Lake Lucerne lies in central Switzerland.", True),
+                   _para(2, "Weggis", "Weggis sits on Lake Lucerne.", True)],
+    "question_decomposition": [
+        {"id": 1, "question": "Which lake does Weggis sit on?", "answer": "Lake Lucerne", "paragraph_support_idx": 2},
+        {"id": 2, "question": "In which region is #1?", "answer": "central Switzerland", "paragraph_support_idx": 1},
+    ],
+}
+
+
+# --- a real llama.cpp server (integration tests) ------------------------------------------------
+
+@contextmanager
+def llama_server(threads: int = 2) -> Iterator[str]:
+    """llama.cpp's OpenAI-compatible server (llama-cpp-python's server extra) with the embedded
+    GGUF on 127.0.0.1 at a free port, log-probabilities on; yields its base URL, stops it after."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    from treeqa.lm import model_path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
+                               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+                               "--n_threads", str(threads), "--model_alias", "qwen", "--logits_all", "true"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=1):
+                    break
+            except OSError:
+                if server.poll() is not None:
+                    raise RuntimeError(f"llama.cpp's server exited with status {server.returncode}") from None
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("llama.cpp's server did not answer within 120 s")
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()

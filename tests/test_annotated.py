@@ -5,61 +5,10 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, generic_lm, scripted_lm, use_lm
-from tests.review_fakes import no_real_encoder, tree_retriever  # noqa: F401 - autouse
+from tests.fakes import FIXTURE_DATA, RECORDS, FakeRetriever, generic_lm, scripted_lm, tree_retriever, use_lm
 from treeqa.annotated import AnnotatedFewShot
 from treeqa.compiled import load_program, save_compiled
-from treeqa.data import load_split
 from treeqa.programs import build_program
-
-
-def _hotpot(i, answer, gold, distractors):
-    """A record in the official HotpotQA layout: `gold` and `distractors` are (title, [sentences])."""
-    return {"_id": f"t{i}", "question": f"Question {i} about {gold[0][0]}?", "answer": answer, "type": "bridge",
-            "level": "hard", "supporting_facts": [[t, 0] for t, _ in gold],
-            "context": [[t, s] for t, s in gold + distractors]}
-
-
-RECORDS = [
-    _hotpot(1, "Vitznau", [("Rigi Railways", ["Rigi Railways runs cog trains.", " It is based in Vitznau."]),
-                           ("Vitznau", ["Vitznau is a village on Lake Lucerne."])],
-            [("Espresso", ["Espresso is coffee."])]),
-    _hotpot(2, "1871", [("Cog railway", ["The first cog railway in Europe opened in 1871."]),
-                        ("Mount Rigi", ["Mount Rigi is a mountain."])],
-            [("Python", ["Python is a language."]), ("Tea", ["Tea is a drink."])]),
-    _hotpot(3, "Lake Lucerne", [("Weggis", ["Weggis lies on Lake Lucerne."]),
-                                ("Lake Lucerne", ["Lake Lucerne is in central Switzerland."])],
-            [("Zurich", ["Zurich is a city."])]),
-    {"_id": "t4", "question": "One hop only?", "answer": "x", "type": "bridge", "level": "easy",
-     "supporting_facts": [["Solo", 0]], "context": [["Solo", ["Solo is alone."]]]},  # unusable: one gold paragraph
-]
-
-
-def _para(idx, title, text, supporting):
-    return {"idx": idx, "title": title, "paragraph_text": text, "is_supporting": supporting}
-
-
-MUSIQUE = {
-    "id": "2hop__9", "question": "In which region is the lake that Weggis sits on?",
-    "answer": "central Switzerland", "answer_aliases": [], "answerable": True,
-    "paragraphs": [_para(0, "Lake Zurich", "Lake Zurich is a lake.", False),
-                   _para(1, "Lake Lucerne", "Lake Lucerne lies in central Switzerland.", True),
-                   _para(2, "Weggis", "Weggis sits on Lake Lucerne.", True)],
-    "question_decomposition": [
-        {"id": 1, "question": "Which lake does Weggis sit on?", "answer": "Lake Lucerne", "paragraph_support_idx": 2},
-        {"id": 2, "question": "In which region is #1?", "answer": "central Switzerland", "paragraph_support_idx": 1},
-    ],
-}
-
-
-@pytest.fixture
-def train(settings_env, tmp_path):
-    (tmp_path / "hotpotqa").mkdir()
-    (tmp_path / "hotpotqa" / "hotpot_train_subset.json").write_text(json.dumps(RECORDS))
-    (tmp_path / "musique").mkdir()
-    (tmp_path / "musique" / "musique_ans_train_subset.jsonl").write_text(json.dumps(MUSIQUE) + "\n")
-    settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
-    return load_split("hotpotqa", "train"), load_split("musique", "train")
 
 
 def _no_lm():
@@ -140,7 +89,6 @@ def test_a_train_set_without_multi_hop_annotations_is_a_clear_error():
 def test_optimize_with_the_annotated_optimizer_makes_no_compile_call(train, tmp_path, monkeypatch):
     import shutil
 
-    from tests.conftest import FIXTURE_DATA
     from treeqa.optimize import OptimizeSpec, run_optimize
     from treeqa.settings import get_settings
 
@@ -156,7 +104,6 @@ def test_optimize_with_the_annotated_optimizer_makes_no_compile_call(train, tmp_
 
 
 def test_annotated_without_usable_train_questions_fails_before_any_evaluation(settings_env, tmp_path, monkeypatch):
-    from tests.conftest import FIXTURE_DATA
     from treeqa.optimize import OptimizeSpec, run_optimize
 
     (tmp_path / "hotpotqa").mkdir()

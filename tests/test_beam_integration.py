@@ -12,7 +12,7 @@ import time
 import dspy
 import pytest
 
-from tests.conftest import requires_shared_data
+from tests.fakes import requires_shared_data
 from treeqa.data.corpus import Passage
 from treeqa.lm import adapter_for, local_engine
 from treeqa.metrics import exact_match, recall_at_k

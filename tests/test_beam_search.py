@@ -1,63 +1,22 @@
 """BeamSearchQA follows Algorithm 1 of the ALLIES paper, driven by a scripted LM.
 
-The script names every state by the last sub-question on its path ("root" for the seed
-without evidence, the question itself for the seed with evidence, "root1", "root12" …
-below them). The answer of a state is "ans:<name>", and the confidence of that answer is
-read from a table, so each test decides which states win.
+The script (`tests.fakes.BeamScript`) names every state by the last sub-question on its path
+("root" for the seed without evidence, the question itself for the seed with evidence, "root1",
+"root12" … below them). The answer of a state is "ans:<name>", and the confidence of that answer
+is read from a table, so each test decides which states win.
 """
 
 import copy
 import json
-import re
 
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, Overlap, scripted_lm
+from tests.fakes import BeamScript, FakeRetriever, Overlap, scripted_lm
 from treeqa.data.corpus import Passage
 from treeqa.programs.beam_search import PRESETS, BeamSearchQA, same_question
 
 QUESTION = "QQ"
-_LAST_QUERY = re.compile(r"Query: (.*)")
-_PASSAGE_OF = re.compile(r"text \d+ about (.*)")
-
-
-class Script:
-    """Replies of the scripted LM: sub-questions "<name><i>", answers "ans:<name>", confidences
-    from `conf`; (kind, name) pairs in `fail` raise instead of replying."""
-
-    def __init__(self, conf=None, default=0.1, asks=None, fail=(), garbage=()):
-        self.conf, self.default = conf or {}, default
-        self.asks, self.fail, self.garbage = asks or {}, set(fail), set(garbage)
-
-    @staticmethod
-    def name_of(history: str) -> str:
-        queries = _LAST_QUERY.findall(history)
-        return queries[-1].strip() if queries else "root"
-
-    def __call__(self, kind, inputs):
-        if kind == "sub_questions":
-            name = self.name_of(inputs["history"])
-            asked = self.asks.get(name, [f"{name}{i}" for i in range(1, int(inputs["max_questions"]) + 1)])
-            reply = {"sub_questions": json.dumps(asked)}
-        elif kind == "evidence":
-            name = _PASSAGE_OF.search(inputs["passages"][0]).group(1)
-            reply = {"evidence": f"facts about {name}"}
-        elif kind == "document":
-            name = inputs["question"]
-            reply = {"document": f"background on {name}"}
-        elif kind == "answer":
-            name = self.name_of(inputs["history"])
-            reply = {"answer": f"ans:{name}"}
-        elif kind == "confidence":
-            name = inputs["answer"].removeprefix("ans:")
-            value = "no idea" if (kind, name) in self.garbage else str(self.conf.get(name, self.default))
-            reply = {"confidence": value}
-        else:
-            raise AssertionError(f"unexpected call for {kind}")
-        if (kind, name) in self.fail:
-            return RuntimeError(f"scripted failure of {kind} for {name}")
-        return reply
 
 
 def run(script, question=QUESTION, retriever=None, **settings):
@@ -97,7 +56,7 @@ def states_by_name(pred):
     (2, 0, 2, "retrieval"),
 ])
 def test_lm_calls_match_the_algorithm(k, d, b, mode):
-    pred, engine, retriever = run(Script(), max_queries=k, depth=d, beam_size=b, evidence=mode)
+    pred, engine, retriever = run(BeamScript(), max_queries=k, depth=d, beam_size=b, evidence=mode)
     assert len(engine.calls) == expected_calls(k, d, b, mode)
     evidence_kind = {"retrieval": "evidence", "genread": "document", "none": None}[mode]
     seeds = ["answer", "confidence"] + ([evidence_kind, "answer", "confidence"] if evidence_kind else [])
@@ -112,7 +71,7 @@ def test_lm_calls_match_the_algorithm(k, d, b, mode):
 
 def test_nq_preset_makes_33_calls_without_early_exit():
     program = BeamSearchQA.preset("nq", FakeRetriever())
-    lm, engine = scripted_lm(Script(default=0.5))
+    lm, engine = scripted_lm(BeamScript(default=0.5))
     with dspy.context(lm=lm):
         program(question=QUESTION)
     assert len(engine.calls) == 33 == expected_calls(2, 2, 2, "retrieval")
@@ -123,7 +82,7 @@ def test_nq_preset_makes_33_calls_without_early_exit():
 def test_pruning_keeps_the_b_most_confident_and_only_they_are_expanded():
     # beam 0 ranks QQ (0.2) before root (0.1), so QQ's children are created first
     conf = {"root": 0.1, QUESTION: 0.2, "QQ1": 0.3, "QQ2": 0.6, "root1": 0.7, "root2": 0.6}
-    pred, engine, _ = run(Script(conf), max_queries=2, depth=2, beam_size=2, threshold=0.8)
+    pred, engine, _ = run(BeamScript(conf), max_queries=2, depth=2, beam_size=2, threshold=0.8)
     by = states_by_name(pred)
     assert [by[n]["status"] for n in ("QQ1", "QQ2", "root1", "root2")] == ["pruned", "kept", "kept", "pruned"]
     assert pred.tree["beams"][1] == [by["root1"]["id"], by["QQ2"]["id"]]  # 0.6 tie: QQ2 was created first
@@ -136,7 +95,7 @@ def test_pruning_keeps_the_b_most_confident_and_only_they_are_expanded():
 
 def test_early_exit_stops_after_the_depth_that_reaches_the_threshold():
     conf = {"root2": 0.85, "QQ1": 0.5}
-    pred, engine, _ = run(Script(conf), max_queries=2, depth=3, beam_size=2, threshold=0.8)
+    pred, engine, _ = run(BeamScript(conf), max_queries=2, depth=3, beam_size=2, threshold=0.8)
     assert len(engine.calls) == expected_calls(2, 1, 2, "retrieval")  # depth 2 and 3 never run
     assert max(s["depth"] for s in pred.tree["states"]) == 1
     assert pred.tree["stop"] == "threshold" and len(pred.tree["beams"]) == 2
@@ -144,30 +103,30 @@ def test_early_exit_stops_after_the_depth_that_reaches_the_threshold():
 
 
 def test_threshold_is_inclusive():
-    pred, engine, _ = run(Script({"QQ1": 0.8}), max_queries=2, depth=2, beam_size=2, threshold=0.8)
+    pred, engine, _ = run(BeamScript({"QQ1": 0.8}), max_queries=2, depth=2, beam_size=2, threshold=0.8)
     assert pred.tree["stop"] == "threshold" and pred.answer == "ans:QQ1"
 
 
 def test_seeds_do_not_stop_the_search_by_default_but_can():
     conf = {"root": 0.95, "QQ1": 0.4}
-    pred, engine, _ = run(Script(conf), max_queries=2, depth=1, beam_size=2, threshold=0.8)
+    pred, engine, _ = run(BeamScript(conf), max_queries=2, depth=1, beam_size=2, threshold=0.8)
     assert len(engine.calls) == expected_calls(2, 1, 2, "retrieval")  # Algorithm 1 checks after expanding
     assert pred.answer == "ans:QQ1"  # line 26: the best state of the last beam
-    pred, engine, _ = run(Script(conf), max_queries=2, depth=1, beam_size=2, threshold=0.8, check_seeds=True)
+    pred, engine, _ = run(BeamScript(conf), max_queries=2, depth=1, beam_size=2, threshold=0.8, check_seeds=True)
     assert len(engine.calls) == 5 and pred.answer == "ans:root" and pred.tree["stop"] == "threshold"
 
 
 def test_depth_zero_answers_from_the_best_seed():
-    pred, _, _ = run(Script({"root": 0.3, QUESTION: 0.6}), depth=0)
+    pred, _, _ = run(BeamScript({"root": 0.3, QUESTION: 0.6}), depth=0)
     assert pred.answer == f"ans:{QUESTION}" and pred.tree["best"] == 1
 
 
 def test_ties_go_to_the_state_created_first():
-    pred, _, _ = run(Script(default=0.5), max_queries=2, depth=1, beam_size=4)
+    pred, _, _ = run(BeamScript(default=0.5), max_queries=2, depth=1, beam_size=4)
     # beam 0 is a tie, so the first seed is expanded first and its first child wins
     assert pred.answer == "ans:root1" and pred.tree["best"] == 2
     assert pred.tree["beams"] == [[0, 1], [2, 3, 4, 5]]
-    again, _, _ = run(Script(default=0.5), max_queries=2, depth=1, beam_size=4)
+    again, _, _ = run(BeamScript(default=0.5), max_queries=2, depth=1, beam_size=4)
     assert again.tree == pred.tree
 
 
@@ -178,7 +137,7 @@ def test_a_sub_question_already_on_the_path_is_not_asked_again():
         "root": ["QQ", "a", "A?", " a ", "b", "c"],  # the question itself and repeats are skipped; K=2 cut
         "a": ["a", "b", "d"],  # "a" is on this path; "b" is not (it is on a sibling path)
     }
-    pred, engine, retriever = run(Script({"a": 0.7}, asks=asks), max_queries=2, depth=2, beam_size=1)
+    pred, engine, retriever = run(BeamScript({"a": 0.7}, asks=asks), max_queries=2, depth=2, beam_size=1)
     by = states_by_name(pred)
     assert by["root"]["asked"] == ["QQ", "a", "A?", "a", "b", "c"]  # as parsed, before filtering
     assert [s["sub_questions"] for s in pred.tree["states"] if s["parent"] == 0] == [["a"], ["b"]]
@@ -189,7 +148,7 @@ def test_a_sub_question_already_on_the_path_is_not_asked_again():
 def test_a_lightly_reworded_question_counts_as_asked():
     question = "Which city hosted the 1992 Summer Olympics games?"
     asks = {"root": ["Which city hosted the 1992 Summer Olympics?", "When were the 1992 Summer Olympics held?"]}
-    pred, engine, retriever = run(Script(asks=asks), question=question, max_queries=2, depth=1, evidence="none")
+    pred, engine, retriever = run(BeamScript(asks=asks), question=question, max_queries=2, depth=1, evidence="none")
     assert [s["sub_questions"] for s in pred.tree["states"] if s["depth"] == 1] == [
         ["When were the 1992 Summer Olympics held?"]]
 
@@ -206,14 +165,14 @@ def test_same_question(a, b, same):
 
 
 def test_evidence_none_keeps_sub_questions_without_evidence():
-    pred, engine, _ = run(Script(), max_queries=1, depth=1, evidence="none")
+    pred, engine, _ = run(BeamScript(), max_queries=1, depth=1, evidence="none")
     history = [c.inputs["history"] for c in engine.calls if c.kind == "answer"][-1]
     assert "Query: root1" in history and "(no evidence)" in history
     assert "retrieved" not in pred
 
 
 def test_genread_writes_a_background_for_each_sub_question():
-    pred, engine, _ = run(Script(), max_queries=2, depth=1, evidence="genread")
+    pred, engine, _ = run(BeamScript(), max_queries=2, depth=1, evidence="genread")
     asked = [c.inputs["question"] for c in engine.calls if c.kind == "document"]
     assert asked == [QUESTION, "root1", "root2", "QQ1", "QQ2"]
     assert states_by_name(pred)["root2"]["evidences"] == ["background on root2"]
@@ -222,7 +181,7 @@ def test_genread_writes_a_background_for_each_sub_question():
 # --- failures -----------------------------------------------------------------------------
 
 def test_a_failed_score_leaves_the_state_at_zero_and_is_recorded():
-    script = Script({"root1": 0.7, "QQ1": 0.9}, fail={("confidence", "QQ1")})
+    script = BeamScript({"root1": 0.7, "QQ1": 0.9}, fail={("confidence", "QQ1")})
     pred, engine, _ = run(script, max_queries=2, depth=1, beam_size=2)
     assert len(engine.calls) == expected_calls(2, 1, 2, "retrieval")
     qq1 = states_by_name(pred)["QQ1"]
@@ -234,14 +193,14 @@ def test_a_failed_score_leaves_the_state_at_zero_and_is_recorded():
 
 
 def test_an_unparseable_score_counts_as_a_failure():
-    pred, engine, _ = run(Script(garbage={("confidence", "root")}), depth=0)
+    pred, engine, _ = run(BeamScript(garbage={("confidence", "root")}), depth=0)
     assert states_by_name(pred)["root"]["confidence"] == 0.0
     assert [f["where"] for f in pred.failures] == ["state0.score"]
     assert len(engine.calls) == 6  # the JSON-adapter retry of the unparseable reply is the extra call
 
 
 def test_a_failed_answer_or_evidence_drops_the_state():
-    script = Script({"root2": 0.6}, fail={("answer", "root1"), ("evidence", "QQ2")})
+    script = BeamScript({"root2": 0.6}, fail={("answer", "root1"), ("evidence", "QQ2")})
     pred, engine, _ = run(script, max_queries=2, depth=1, beam_size=4)
     by = states_by_name(pred)
     assert by["root1"]["status"] == by["QQ2"]["status"] == "failed"
@@ -254,7 +213,7 @@ def test_a_failed_answer_or_evidence_drops_the_state():
 
 
 def test_a_failed_ask_only_stops_that_branch():
-    pred, engine, _ = run(Script(fail={("sub_questions", "root")}), max_queries=2, depth=1)
+    pred, engine, _ = run(BeamScript(fail={("sub_questions", "root")}), max_queries=2, depth=1)
     assert [s["parent"] for s in pred.tree["states"] if s["depth"] == 1] == [1, 1]
     assert pred.tree["states"][0]["asked"] == [] and pred.failures[0]["where"] == "state0.ask"
 
@@ -269,14 +228,14 @@ def test_when_every_call_fails_the_answer_is_empty_and_failures_are_listed():
 
 
 def test_no_new_sub_questions_keeps_the_previous_beam():
-    pred, engine, _ = run(Script({"QQ": 0.6}, asks={"root": [], "QQ": ["qq"]}), depth=2)
+    pred, engine, _ = run(BeamScript({"QQ": 0.6}, asks={"root": [], "QQ": ["qq"]}), depth=2)
     assert pred.tree["stop"] == "no_new_states" and pred.answer == "ans:QQ"
 
 
 # --- output ---------------------------------------------------------------------------------
 
 def test_tree_is_plain_json_with_every_state():
-    pred, _, _ = run(Script({"root1": 0.4}), max_queries=2, depth=2, beam_size=2)
+    pred, _, _ = run(BeamScript({"root1": 0.4}), max_queries=2, depth=2, beam_size=2)
     tree = json.loads(json.dumps(pred.tree))
     assert tree == pred.tree
     assert tree["question"] == QUESTION and tree["settings"]["beam_size"] == 2
@@ -295,7 +254,7 @@ def test_tree_is_plain_json_with_every_state():
 
 
 def test_retrieved_lists_each_passage_once_first_retrieved_first():
-    pred, _, retriever = run(Script(), max_queries=2, depth=1, retriever=FakeRetriever(shared_id=True))
+    pred, _, retriever = run(BeamScript(), max_queries=2, depth=1, retriever=FakeRetriever(shared_id=True))
     ids = [p.id for p in pred.retrieved]
     assert ids[:2] == ["common", f"{QUESTION}|1"] and len(ids) == len(set(ids))
     assert all(isinstance(p, Passage) for p in pred.retrieved)
@@ -303,7 +262,7 @@ def test_retrieved_lists_each_passage_once_first_retrieved_first():
 
 
 def test_genread_has_no_retrieved_field():
-    pred, _, _ = run(Script(), depth=0, evidence="genread")
+    pred, _, _ = run(BeamScript(), depth=0, evidence="genread")
     assert "retrieved" not in pred
 
 
@@ -324,7 +283,7 @@ def test_save_and_load_reproduces_the_prompts(tmp_path):
     fresh.load(str(path))
     prompts = []
     for p in (program, fresh):
-        lm, engine = scripted_lm(Script())
+        lm, engine = scripted_lm(BeamScript())
         with dspy.context(lm=lm):
             p(question=QUESTION)
         prompts.append([c.messages for c in engine.calls])
@@ -393,7 +352,7 @@ def test_presets_follow_table_6():
 
 def test_threads_send_one_depth_concurrently_with_the_same_tree():
     overlap = Overlap(hold=0.02)
-    script = Script(conf={"root1": 0.5, "QQ2": 0.6, "root12": 0.7})
+    script = BeamScript(conf={"root1": 0.5, "QQ2": 0.6, "root12": 0.7})
 
     def slow(kind, inputs):
         with overlap:

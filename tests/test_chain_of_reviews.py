@@ -5,15 +5,7 @@ import json
 import dspy
 import pytest
 
-from tests.review_fakes import (  # noqa: F401 - autouse
-    Q,
-    answering,
-    no_real_encoder,
-    passage,
-    review,
-    run,
-    tree_retriever,
-)
+from tests.fakes import Q, answering, passage, review, run, tree_retriever
 from treeqa.programs.chain_of_reviews import ChainOfReviews
 from treeqa.signatures.review import ReviewWithReasoning
 

@@ -7,7 +7,6 @@ import pytest
 
 import treeqa.retrievers
 from tests.fakes import FakeRetriever, generic_lm
-from tests.review_fakes import no_real_encoder  # noqa: F401 - autouse: no MiniLM in fast tests
 from treeqa.compiled import load_program, save_compiled
 from treeqa.optimize import OptimizeSpec, max_calls_per_question, run_optimize
 from treeqa.programs import PROGRAMS, QAProgram, build_program, call_bound, resolve_settings, uses_retriever

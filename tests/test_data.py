@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tests.conftest import SHARED_DATA, requires_shared_data
+from tests.fakes import SHARED_DATA, requires_shared_data
 from treeqa.data import DataError, load_corpus, load_examples, load_split
 from treeqa.data.corpus import passage_id
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import llama_server, requires_shared_data
+from tests.fakes import llama_server, requires_shared_data
 from treeqa.evaluation import read_records
 from treeqa.runs import EvalSpec, run_evaluation
 

@@ -5,8 +5,7 @@ recorded failure of one beam state, and the splits the papers report."""
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, generic_lm, scripted_lm
-from tests.review_fakes import Q, answering, no_real_encoder, passage, run, tree_retriever  # noqa: F401 - autouse
+from tests.fakes import FakeRetriever, Q, answering, generic_lm, passage, run, scripted_lm, tree_retriever
 from treeqa.cli import default_split
 from treeqa.optimize import splits_for
 from treeqa.programs import PROGRAMS, BeamSearchQA, ChainOfReviews, TreeOfReviews, build_program, uses_retriever

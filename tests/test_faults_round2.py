@@ -14,8 +14,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import treeqa.lm
-from tests.fakes import FakeEndpoint, generic_lm, review_kind, scripted_lm, use_lm
-from tests.review_fakes import answering, no_real_encoder, review, tree_retriever  # noqa: F401 - autouse
+from tests.fakes import FakeEndpoint, answering, generic_lm, review, review_kind, scripted_lm, tree_retriever, use_lm
 from treeqa.cli import app, printable
 from treeqa.compiled import CompiledProgramError, load_program, save_compiled
 from treeqa.evaluation import read_records

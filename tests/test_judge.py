@@ -3,9 +3,7 @@
 import dspy
 import pytest
 
-from tests.fakes import scripted_lm
-from tests.review_fakes import no_real_encoder, review, review_kind, tree_retriever  # noqa: F401 - autouse
-from tests.test_annotated import RECORDS, train  # noqa: F401 - fixture
+from tests.fakes import RECORDS, review, review_kind, scripted_lm, tree_retriever
 from treeqa.compiled import load_program, save_compiled
 from treeqa.judge import RelevanceJudge, review_cases
 from treeqa.programs import build_program
@@ -23,7 +21,7 @@ def _reviewer(with_probabilities=True):
     return respond
 
 
-def test_cases_are_every_gold_paragraph_and_two_distractors_per_question(train):  # noqa: F811
+def test_cases_are_every_gold_paragraph_and_two_distractors_per_question(train):
     hotpot, _ = train
     cases = review_cases(hotpot)
     assert sum(relevant for *_, relevant in cases) == 6  # three usable questions, two gold paragraphs each
@@ -31,7 +29,7 @@ def test_cases_are_every_gold_paragraph_and_two_distractors_per_question(train):
     assert review_cases(hotpot, seed=3) == review_cases(hotpot, seed=3)
 
 
-def test_the_judge_fits_a_threshold_that_separates_gold_from_distractors_and_it_is_saved(train, tmp_path):  # noqa: F811
+def test_the_judge_fits_a_threshold_that_separates_gold_from_distractors_and_it_is_saved(train, tmp_path):
     hotpot, _ = train
     lm, engine = scripted_lm(_reviewer(), classify=review_kind, whole_call=True)
     with dspy.context(lm=lm):
@@ -45,14 +43,14 @@ def test_the_judge_fits_a_threshold_that_separates_gold_from_distractors_and_it_
     assert load_program(path, retriever=tree_retriever()).relevance_threshold == pytest.approx(0.45)
 
 
-def test_the_judge_needs_log_probabilities(train):  # noqa: F811
+def test_the_judge_needs_log_probabilities(train):
     hotpot, _ = train
     lm, _ = scripted_lm(_reviewer(with_probabilities=False), classify=review_kind, whole_call=True)
     with dspy.context(lm=lm), pytest.raises(ValueError, match="log-probabilities"):
         RelevanceJudge().compile(build_program("tor", tree_retriever()), trainset=hotpot)
 
 
-def test_programs_without_a_review_get_the_annotated_demos_only(train):  # noqa: F811
+def test_programs_without_a_review_get_the_annotated_demos_only(train):
     hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
     with dspy.context(lm=lm):

@@ -1,5 +1,6 @@
 """The package's shape: no import circle between its modules, and no module outside
-`treeqa/programs/` naming a program (what a program's kind decides, the program declares)."""
+`treeqa/programs/` naming a program (what a program's kind decides, the program declares).
+The tests' shape: a test module imports shared helpers from `tests.fakes` alone."""
 
 import ast
 import re
@@ -8,6 +9,7 @@ from pathlib import Path
 import treeqa
 
 ROOT = Path(treeqa.__file__).parent
+TESTS = Path(__file__).parent
 
 
 def _modules() -> dict[str, Path]:
@@ -75,3 +77,26 @@ def test_no_module_outside_programs_names_a_program():
                     and quoted.fullmatch(repr(node.value))):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert offenders == []
+
+
+def test_test_modules_import_shared_helpers_from_fakes_only():
+    """Shared fixtures live in conftest.py, shared doubles and data in tests/fakes.py: no module
+    under tests/ (conftest.py aside) imports another test module, conftest or any tests module
+    but `tests.fakes`, at the top or inside a function."""
+    offenders = []
+    for path in sorted(TESTS.glob("*.py")):
+        if path.name == "conftest.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:  # relative to tests/: from . import x, from .x import y
+                    module = f"tests.{module}" if module else "tests"
+                named = [f"tests.{a.name}" for a in node.names] if module == "tests" else [module]
+            else:
+                continue
+            offenders += [f"{path.name}:{node.lineno} {name}" for name in named
+                          if (name == "tests" or name.startswith("tests.")) and name != "tests.fakes"]
+    assert offenders == [], "import shared helpers from tests.fakes (fixtures: conftest.py): " + ", ".join(offenders)

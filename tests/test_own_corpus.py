@@ -1,17 +1,15 @@
 """Your own JSONL corpus: reading and chunking, a streamed resumable dense build, index types,
-and `--corpus NAME` wherever a dataset's corpus is accepted. A hashing bag-of-words encoder
-stands in for MiniLM so these tests need no model."""
+and `--corpus NAME` wherever a dataset's corpus is accepted. The hashing bag-of-words encoder
+of `tests.fakes` stands in for MiniLM so these tests need no model."""
 
 import gzip
-import hashlib
 import json
-import re
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tests.fakes import use_lm
+from tests.fakes import hashing_embed, hashing_embed_counting, use_lm
 from treeqa.cli import app
 from treeqa.data import DataError
 from treeqa.data.jsonl_corpus import chunk, read_jsonl_corpus
@@ -23,16 +21,6 @@ DOCS = [
     {"id": 7, "title": "Espresso", "text": "Espresso is coffee brewed by forcing hot water through ground beans."},
     {"id": "rigi", "title": "Mount Rigi", "text": " ".join(f"w{i}" for i in range(227)) + " mountain lake Lucerne"},
 ]
-
-
-def hashing_embed(texts):
-    """A deterministic stand-in encoder: words hashed into 384 buckets, L2-normalised."""
-    out = np.zeros((len(texts), streaming.DIM), dtype=np.float32)
-    for row, text in enumerate(texts):
-        for word in re.findall(r"\w+", text.lower()):
-            out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % streaming.DIM] += 1.0
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.where(norms == 0, 1, norms)
 
 
 def _write(path, docs, gz=False):
@@ -115,13 +103,6 @@ def test_a_killed_build_resumes_from_its_last_finished_batch(tmp_path):
     query = hashing_embed(["document number 17 about topic 3"])
     assert resumed.index.search(query, 5)[1].tolist() == fresh.index.search(query, 5)[1].tolist()
     assert np.allclose(resumed.index.reconstruct_n(0, 50), fresh.index.reconstruct_n(0, 50))
-
-
-def hashing_embed_counting(calls):
-    def embed(texts):
-        calls.append(len(texts))
-        return hashing_embed(texts)
-    return embed
 
 
 def test_index_types_by_size_or_by_name(tmp_path):

@@ -1,14 +1,10 @@
 """The path judge: features, training paths from the annotations, the fit, and ToR decided by it."""
 
-import zlib
-
 import dspy
 import numpy as np
 import pytest
 
-from tests.fakes import FakeRetriever, scripted_lm
-from tests.review_fakes import answering, no_real_encoder, review, run  # noqa: F401 - autouse
-from tests.test_annotated import train  # noqa: F401 - fixture
+from tests.fakes import BeamScript, FakeRetriever, answering, hashing_embed, review, run, scripted_lm
 from treeqa.compiled import load_program, save_compiled
 from treeqa.data.passage import Passage
 from treeqa.judging.path_judge import FEATURES, Logit, PathJudge, path_features
@@ -22,15 +18,6 @@ ALPHA = Passage("alpha", "Alpha (novel)", "Alpha is a novel written by Beta Smit
 BETA = Passage("beta", "Beta Smith", "Beta Smith was born in Gamma.")
 NOISE = [Passage(f"noise{i}", f"Noise {i}", f"Noise {i} is about something else.") for i in range(1, 4)]
 MISSING = "Beta Smith was born in a town."  # what the scripted MPC writes: the query for the second hop
-
-
-def bag_of_words(texts):
-    """A deterministic stand-in encoder: hashed words, normalised."""
-    out = np.zeros((len(texts), 64), dtype=np.float32)
-    for i, text in enumerate(texts):
-        for word in text.lower().split():
-            out[i, zlib.crc32(word.encode()) % 64] += 1.0
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
 def _logit(intercept=0.0, threshold=0.5, **weights):
@@ -60,7 +47,7 @@ def test_features_of_a_two_paragraph_path():
         path_features(QUESTION, [], vectors[:1])
 
 
-def test_training_paths_from_the_annotations(train):  # noqa: F811
+def test_training_paths_from_the_annotations(train):
     hotpot, _ = train
     cases = judge_cases(hotpot)
     # three usable questions (the one-hop record is skipped) with one, two and one distractors:
@@ -76,22 +63,22 @@ def test_training_paths_from_the_annotations(train):  # noqa: F811
     assert judge_cases(hotpot, seed=3) == judge_cases(hotpot, seed=3)
 
 
-def test_the_fit_is_plain_numbers_that_round_trip(train):  # noqa: F811
+def test_the_fit_is_plain_numbers_that_round_trip(train):
     hotpot, _ = train
-    judge, figures = fit_path_judge(hotpot, bag_of_words)
+    judge, figures = fit_path_judge(hotpot, hashing_embed)
     assert {k: figures[k] for k in ("cases", "relevant", "sufficient")} == {"cases": 32, "relevant": 23,
                                                                            "sufficient": 12}
     assert 0.0 <= figures["relevance_auc_cv"] <= 1.0 and 0.0 <= figures["sufficiency_threshold"] <= 1.0
     again = PathJudge.model_validate(judge.model_dump())
     assert again == judge
-    p_relevant, p_sufficient = again.probabilities(QUESTION, [ALPHA, BETA], bag_of_words)
+    p_relevant, p_sufficient = again.probabilities(QUESTION, [ALPHA, BETA], hashing_embed)
     assert 0.0 < p_relevant < 1.0 and 0.0 < p_sufficient < 1.0
 
 
-def test_no_annotated_question_is_a_clear_error(train):  # noqa: F811
+def test_no_annotated_question_is_a_clear_error(train):
     hotpot, _ = train
     with pytest.raises(ValueError, match="two or more annotated gold"):
-        fit_path_judge([ex for ex in hotpot if ex.id == "t4"], bag_of_words)
+        fit_path_judge([ex for ex in hotpot if ex.id == "t4"], hashing_embed)
 
 
 def test_a_judge_of_other_features_or_shapes_is_refused():
@@ -163,8 +150,8 @@ def test_without_the_encoder_the_reviews_decide_and_the_failure_is_recorded(monk
     assert any(f["where"].endswith(":judge") for f in pred.failures)
 
 
-def test_the_optimizer_fits_the_judge_without_lm_calls_and_it_is_saved(train, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr("treeqa.programs.judged.default_embed", bag_of_words)
+def test_the_optimizer_fits_the_judge_without_lm_calls_and_it_is_saved(train, tmp_path):
+    # the judge is fitted on the stand-in encoder (conftest's autouse fixture): no MiniLM
     hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
     with dspy.context(lm=lm):
@@ -223,22 +210,20 @@ LINKED = PathJudge(relevance=_logit(-5, linked=10), sufficiency=_logit(-5, linke
 
 def _beam(**settings):
     """ALPHA and a noise paragraph for the question; BETA behind the sub-question "beta query"."""
-    from tests.test_beam_search import Script
-
     def scripted(p):  # the beam script names a state's evidence after its first passage's text
         return Passage(p.id, p.title, f"text 1 about {p.text}")
 
     fixed = {QUESTION: [scripted(ALPHA), scripted(NOISE[0])], "beta query": [scripted(BETA), scripted(NOISE[1])]}
     retriever = FakeRetriever(fixed=fixed)
     program = build_program("beam", retriever, preset="nq", path_judge=LINKED.model_dump(), **settings)
-    lm, engine = scripted_lm(Script(asks={QUESTION: ["beta query", "other query"]}))
+    lm, engine = scripted_lm(BeamScript(asks={QUESTION: ["beta query", "other query"]}))
     with dspy.context(lm=lm):
         pred = program(question=QUESTION)
     return pred, engine
 
 
 def test_a_judged_beam_ranks_states_by_their_passages_and_stops_at_the_judge_cut():
-    pred, engine = _beam(embed_fn=bag_of_words)
+    pred, engine = _beam(embed_fn=hashing_embed)
     assert "confidence" not in engine.kinds()  # the judge scores every state: no Score call
     # seeds: answer (no evidence), evidence + answer; one round: 2 asks, 4 × (evidence + answer)
     assert len(engine.calls) == 3 + 2 + 4 * 2
@@ -272,8 +257,8 @@ def test_a_judge_needs_retrieved_passages():
         build_program("beam", FakeRetriever(), path_judge={"relevance": {}})
 
 
-def test_the_optimizer_compiles_a_judged_beam_that_is_saved(train, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr("treeqa.programs.judged.default_embed", bag_of_words)
+def test_the_optimizer_compiles_a_judged_beam_that_is_saved(train, tmp_path):
+    # the judge is fitted on the stand-in encoder (conftest's autouse fixture): no MiniLM
     hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call"))
     with dspy.context(lm=lm):

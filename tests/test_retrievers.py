@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tests.conftest import SHARED_DATA, requires_shared_data
+from tests.fakes import SHARED_DATA, requires_shared_data
 from treeqa.data import load_corpus, load_split
 from treeqa.data.corpus import Passage, passage_id
 from treeqa.retrievers import BM25Retriever, DenseRetriever, IndexMissingError, get_retriever, store

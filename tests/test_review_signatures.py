@@ -6,7 +6,7 @@ from typing import get_args
 import dspy
 import pytest
 
-from tests.review_fakes import passage
+from tests.fakes import passage
 from treeqa.signatures.answer import clean_answer
 from treeqa.signatures.fusion import (
     FUSION_SIGNATURES,

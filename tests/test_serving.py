@@ -10,8 +10,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.fakes import FakeRetriever, review_kind, scripted_lm, use_lm
-from tests.review_fakes import answering, no_real_encoder, review, tree_retriever  # noqa: F401 - autouse
+from tests.fakes import FakeRetriever, review, review_kind, scripted_lm, tree_retriever, use_lm
 from treeqa.programs import build_program
 from treeqa.serving import Served, create_app, program_info, write_view
 

@@ -3,8 +3,7 @@
 import dspy
 import pytest
 
-from tests.fakes import scripted_lm
-from tests.review_fakes import answering, no_real_encoder, review, review_kind, tree_retriever  # noqa: F401
+from tests.fakes import answering, review, review_kind, scripted_lm, tree_retriever
 from treeqa.compiled import load_program, save_compiled
 from treeqa.programs import build_program
 from treeqa.settings_search import SettingsSearch, candidate_settings

@@ -7,7 +7,7 @@ import dspy
 import jsonschema
 import pytest
 
-from tests.review_fakes import tree_retriever
+from tests.fakes import tree_retriever
 from treeqa.lm import LlamaEngine, adapter_for, get_lm
 from treeqa.programs import PROGRAMS, build_program
 from treeqa.signatures.answer import Answer, AnswerFromPassages

@@ -11,7 +11,7 @@ import time
 import dspy
 import pytest
 
-from tests.conftest import requires_shared_data
+from tests.fakes import requires_shared_data
 from treeqa.lm import adapter_for, local_engine
 from treeqa.metrics import exact_match, f1_score, recall_at_k
 from treeqa.programs.chain_of_reviews import ChainOfReviews

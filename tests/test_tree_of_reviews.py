@@ -8,14 +8,17 @@ import dspy
 import numpy as np
 import pytest
 
-from tests.fakes import FakeRetriever, Overlap, review_kind, scripted_lm
-from tests.review_fakes import (  # noqa: F401 - autouse
+from tests.fakes import (
+    FakeRetriever,
+    Overlap,
     Q,
     answering,
-    no_real_encoder,
+    hashing_embed,
     passage,
     review,
+    review_kind,
     run,
+    scripted_lm,
     tree_retriever,
 )
 from treeqa.metrics import RECALL_K
@@ -283,24 +286,6 @@ def test_read_top_is_a_setting_with_a_bound():
 
 # --- recall@15 ranking -----------------------------------------------------------------------
 
-def _embedder(similar_to_answer: set[str]):
-    """Texts that mention one of the `similar_to_answer` titles point the answer's way."""
-
-    def embed(texts):
-        out = []
-        for i, text in enumerate(texts):
-            if i == 0:
-                out.append([1.0, 0.0])
-            elif any(t in text for t in similar_to_answer):
-                out.append([0.9, 0.1])
-            else:
-                out.append([0.0, 1.0])
-        v = np.asarray(out, dtype=np.float32)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-    return embed
-
-
 def test_ranking_puts_evidence_then_relevant_then_the_rest():
     ps = [passage(f"P{i}") for i in range(6)]
     pool = [Evidence((ps[3], ps[4]), "x")]
@@ -309,9 +294,10 @@ def test_ranking_puts_evidence_then_relevant_then_the_rest():
 
 
 def test_ranking_reranks_by_similarity_to_the_answer_beyond_k():
-    ps = [passage(f"P{i}") for i in range(20)]
+    # P12 and P19 name the answer: under the stand-in encoder (shared words) they point its way
+    ps = [passage(f"P{i}", f"P{i} was written by Jane Doe." if i in (12, 19) else None) for i in range(20)]
     pool = [Evidence((ps[i],), f"analysis {i}") for i in range(16)]  # 16 > 15 evidence paragraphs
-    ranked = rank_retrieved(pool, ps, "Jane Doe", relevant_ids=["p17"], embed_fn=_embedder({"P12", "P19"}))
+    ranked = rank_retrieved(pool, ps, "Jane Doe", relevant_ids=["p17"], embed_fn=hashing_embed)
     titles = [p.title for p in ranked]
     assert titles[0] == "P12"  # the evidence closest to the answer comes first
     assert titles[1:16] == [f"P{i}" for i in range(16) if i != 12]
@@ -322,7 +308,7 @@ def test_ranking_reranks_by_similarity_to_the_answer_beyond_k():
 
 def test_program_returns_the_ranked_passages():
     retriever = tree_retriever()
-    program = TreeOfReviews(retriever=retriever, widths=(3, 2), expansion="direct", embed_fn=_embedder(set()))
+    program = TreeOfReviews(retriever=retriever, widths=(3, 2), expansion="direct", embed_fn=hashing_embed)
     script = answering(lambda c: review("accept", analysis="ok") if c.titles[-1] == "N5"
                        else review("search", next_query=f"q{c.titles[-1]}"))
     pred, _ = run(program, script)
