@@ -192,7 +192,7 @@ def scripted_lm(respond, classify=first_output_field, whole_call: bool = False,
 
 def generic_responder(answers: dict[str, str] | None = None, default_answer: str = "unknown"):
     """Fills every output field DSPy asks for with a value of its type (bool True, a Literal's
-    first option, 0.9, a one-item list) and answers from `answers` (a substring of the prompt
+    first option, 0.9, a one-item list, a one-key dict) and answers from `answers` (a substring of the prompt
     -> the answer given)."""
     answers = answers or {}
 
@@ -205,6 +205,8 @@ def generic_responder(answers: dict[str, str] | None = None, default_answer: str
             return "0.9" if kind == "float" else "1"
         if kind.startswith("list["):
             return '["a follow-up question"]'
+        if kind.startswith("dict["):  # a tool's arguments (ReAct): one query
+            return '{"query": "a follow-up question"}'
         if name == "answer":
             return next((a for key, a in answers.items() if key in user), default_answer)
         return f"Some {name.replace('_', ' ')}: answer with one short entity."

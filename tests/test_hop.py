@@ -6,8 +6,7 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, scripted_lm
-from tests.test_annotated import RECORDS
+from tests.fakes import RECORDS, FakeRetriever, scripted_lm
 from treeqa.annotated import AnnotatedFewShot
 from treeqa.data import load_split
 from treeqa.programs import build_program, call_bound
@@ -47,7 +46,7 @@ def run(program, respond, question=Q):
 def test_defaults_bound_and_bad_settings():
     program = Hop(FakeRetriever())
     assert (program.hops, program.k, program.max_notes) == (2, 5, 8)
-    assert call_bound("multihop") == 5 and call_bound("multihop", {"hops": 3}) == 7
+    assert call_bound("hop") == 5 and call_bound("hop", {"hops": 3}) == 7
     assert [name for name, _ in program.named_predictors()] == ["generate_query", "append_notes", "answer"]
     with pytest.raises(ValueError, match="retriever"):
         Hop()
@@ -84,7 +83,7 @@ def test_two_hops_query_search_and_note_then_the_reader_reads_the_notes():
 def test_every_hop_runs_to_the_bound():
     program = Hop(FakeRetriever(), hops=3)
     pred, engine = run(program, script(["a", "b", "c"], [[N1], [], [N2]]))
-    assert len(engine.calls) == 7 == call_bound("multihop", program.settings)
+    assert len(engine.calls) == 7 == call_bound("hop", program.settings)
     assert pred.tree["nodes"][1]["analysis"] == "(no new notes)" and pred.tree["stats"]["stop"] == "hops"
 
 
@@ -148,7 +147,7 @@ def train(settings_env, tmp_path):
 def test_annotated_demos_go_to_the_reader_only(train, tmp_path):
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call while building demos"))
     with dspy.context(lm=lm):
-        compiled = AnnotatedFewShot(k=3, seed=0).compile(build_program("multihop", FakeRetriever()), trainset=train)
+        compiled = AnnotatedFewShot(k=3, seed=0).compile(build_program("hop", FakeRetriever()), trainset=train)
     assert engine.calls == [] and compiled.generate_query.demos == [] and compiled.append_notes.demos == []
     demos = compiled.answer.demos
     assert len(demos) == 3 and {d.answer for d in demos} == {"Vitznau", "1871", "Lake Lucerne"}

@@ -6,8 +6,7 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, scripted_lm
-from tests.test_annotated import RECORDS
+from tests.fakes import RECORDS, FakeRetriever, scripted_lm
 from treeqa.annotated import AnnotatedFewShot
 from treeqa.data import load_split
 from treeqa.programs import build_program, call_bound

@@ -54,7 +54,7 @@ class Hop(QAProgram):
 
     # not "hop": treeqa/data/loaders.py's f"{n}hop" holds the constant "hop", which the layout test
     # (no module outside programs/ names a program) would take for a program's name
-    name = "multihop"
+    name = "hop"
     retrieves = True
     reader = "answer"
     tree_shape = "steps"
