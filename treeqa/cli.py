@@ -143,8 +143,9 @@ def programs_cmd() -> None:
     from treeqa.optimize import fitting_optimizers
 
     for name, cls in PROGRAMS.items():
-        doc = (cls.__doc__ or "").strip().splitlines()
-        typer.echo(f"{name}: {cls.__module__}.{cls.__qualname__}" + (f" - {doc[0]}" if doc else ""))
+        summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        summary = summary.split(". ")[0].rstrip(".")
+        typer.echo(f"{name}: {cls.__module__}.{cls.__qualname__}" + (f" - {summary}" if summary else ""))
         compile_ = cls.default_compile
         facts = [f"searches a corpus: {'yes' if cls.retrieves else 'no'}",
                  f"tree: {cls.tree_shape or 'none'}",

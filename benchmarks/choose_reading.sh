@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 24, item 1: what the path-judge ToR reader reads, chosen on train by EM (never on dev).
+# The path judge is compiled with read_top None / 5 / 3 (no LM call: 20 s each), then each
+# program answers the same 40 seeded HotpotQA train questions. The DSPy response cache is ON
+# here on purpose: read_top changes only the last call (the reader), so the second and third
+# programs reuse the first one's search and pay only their own reader calls; timings are
+# therefore not comparable and not reported. The judge was fitted on these questions'
+# annotations (HotpotQA train has 100 questions, all used to compile), so EM here is higher
+# than on dev; what matters is the difference between the readers.
+#   bash benchmarks/choose_reading.sh [read_top ...]        (default: none 5 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+OUT=${OUT:-benchmarks/runs/hotpotqa-train40-reading}
+choices=("$@")
+[ ${#choices[@]} -gt 0 ] || choices=(none 5 3)
+for rt in "${choices[@]}"; do
+    param=()
+    [ "$rt" = none ] || param=(--param "read_top=$rt")
+    [ -f "$OUT/compile-$rt/compiled.json" ] ||
+        "$BIN/treeqa" optimize --program tor --dataset hotpotqa --optimizer path-judge --train 100 --dev 1 \
+            "${param[@]}" --out "$OUT/compile-$rt"
+    "$BIN/treeqa" evaluate --compiled "$OUT/compile-$rt/compiled.json" --dataset hotpotqa --split train --n 40 \
+        --out "$OUT/train40-$rt"
+done
+"$BIN/python" - "$OUT" "${choices[@]}" <<'EOF'
+import json, sys
+from pathlib import Path
+from treeqa.evaluation import read_records
+from treeqa.stats import compare_records
+out, choices = Path(sys.argv[1]), sys.argv[2:]
+runs = {rt: read_records(out / f"train40-{rt}" / "predictions.jsonl") for rt in choices}
+for rt, records in runs.items():
+    em = 100 * sum(r["em"] for r in records) / len(records)
+    fallback = sum(1 for r in records if (r.get("tree") or {}).get("stats", {}).get("fused_from") in ("fallback", "top"))
+    print(f"read_top={rt}: n={len(records)} EM {em:.1f}; no accepted path on {fallback}")
+base = choices[0]
+for rt in choices[1:]:
+    c = compare_records(runs[rt], runs[base])
+    print(f"read_top={rt} vs {base}: {json.dumps(c)}")
+EOF
