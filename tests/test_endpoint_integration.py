@@ -16,7 +16,9 @@ from treeqa.runs import EvalSpec, run_evaluation
 pytestmark = [pytest.mark.integration, requires_shared_data]
 
 SMALL = {"tor": {"widths": [2, 2], "expansion": "direct"}, "cor": {"k": 3, "max_turns": 2},
-         "beam": {"depth": 1, "beam_size": 2, "max_queries": 1}, "rta": {}, "direct": {}}
+         "beam": {"depth": 1, "beam_size": 2, "max_queries": 1}, "rta": {}, "direct": {},
+         "selfask": {"k": 3, "max_follow_ups": 2}, "ircot": {"k": 3, "max_steps": 2},
+         "iterretgen": {"k": 3, "rounds": 2}, "react": {"k": 3, "max_iters": 2}, "hop": {"k": 3, "hops": 1}}
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +26,7 @@ def endpoint_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "none")  # what users of a local server set
 
 
-@pytest.mark.parametrize("program", ["direct", "rta", "cor", "tor", "beam"])
+@pytest.mark.parametrize("program", sorted(SMALL))
 def test_every_program_parses_a_real_servers_replies(llama_server_url, program, tmp_path):
     spec = EvalSpec(program=program, dataset="hotpotqa", split="dev", n=1, lm="openai/qwen",
                     api_base=llama_server_url, params=SMALL[program], cache=False)
@@ -45,6 +47,25 @@ def test_relevance_threshold_reads_log_probabilities_from_the_server(llama_serve
     reviewed = [n for n in record["tree"]["nodes"] if n.get("relevant") is not None]
     assert reviewed and all(n.get("p_relevant") is not None for n in reviewed)
     assert record["tree"]["stats"]["judge_fallbacks"] == 0
+
+
+def test_optimize_with_the_path_judge_through_the_server(llama_server_url, tmp_path):
+    """The path judge compiles without an LM call; both sides of the comparison, and the compiled
+    program's demos, then go through the server."""
+    from treeqa.compiled import load_program
+    from treeqa.optimize import OptimizeSpec, run_optimize
+
+    spec = OptimizeSpec(program="tor", dataset="hotpotqa", optimizer="path-judge", train=100, dev=1,
+                        lm="openai/qwen", api_base=llama_server_url, params=SMALL["tor"], cache=False)
+    report = run_optimize(spec, tmp_path / "O")["report"]
+    assert report["compile"]["optimizer"] == "path-judge" and report["compile"]["lm_calls"] == 0
+    compiled = read_records(tmp_path / "O" / "compiled" / "predictions.jsonl")
+    (record,) = compiled
+    assert record["prediction"] and record["failed_calls"] == 0
+    judged = [n for n in record["tree"]["nodes"] if n.get("judge_relevant") is not None]
+    assert judged  # the judge decided, at question time, on what the server's program retrieved
+    program = load_program(tmp_path / "O" / "compiled.json")
+    assert program.path_judge is not None and all(len(p.demos) > 0 for _, p in program.named_predictors())
 
 
 def test_serve_backed_by_the_server(llama_server_url):
