@@ -2,17 +2,20 @@
 # Issue 24's claim sample: questions nobody examined while designing. For HotpotQA that is
 # the 197 dev questions after the reference 100 (positions 101-297 of the seeded order,
 # `--skip 100`); for MuSiQue and 2Wiki, the dev questions after those already run.
-# rta, zero-shot ToR and ToR compiled with --optimizer path-judge (on 100 train questions),
-# embedded model, --no-cache, one run at a time; every run appends per-question records,
-# so running this again resumes where it stopped.
-#   DATASET=hotpotqa SKIP=100 N=197 bash benchmarks/unexamined.sh [step ...]
-#   steps: rta tor tor-path-judge record        (default: all, in this order)
+# rta, zero-shot ToR, ToR compiled with --optimizer path-judge (on 100 train questions), and
+# that compile with the reader's reading chosen on train (benchmarks/choose_reading.sh:
+# READ_TOP=none|3|5, the compile committed under runs/hotpotqa-train40-reading), embedded
+# model, --no-cache, one run at a time; every run appends per-question records, so running
+# this again resumes where it stopped.
+#   DATASET=hotpotqa SKIP=100 N=197 [READ_TOP=5] bash benchmarks/unexamined.sh [step ...]
+#   steps: rta tor tor-path-judge tor-read record   (default: all but tor-read, in this order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 DATASET=${DATASET:-hotpotqa}
 SKIP=${SKIP:-100}
 N=${N:-197}
+READ_TOP=${READ_TOP:-5}
 OUT=${OUT:-benchmarks/runs/$DATASET-dev-unexamined-skip$SKIP-n$N}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(rta tor tor-path-judge record)
@@ -21,12 +24,18 @@ for step in "${steps[@]}"; do
         rta|tor)
             "$BIN/treeqa" evaluate --program "$step" --dataset "$DATASET" --skip "$SKIP" --n "$N" --no-cache \
                 --out "$OUT/$step" ;;
+        tor-read)
+            "$BIN/treeqa" evaluate --compiled "benchmarks/runs/hotpotqa-train40-reading/compile-$READ_TOP/compiled.json" \
+                --dataset "$DATASET" --skip "$SKIP" --n "$N" --no-cache --out "$OUT/tor-path-judge-read-$READ_TOP" ;;
         tor-path-judge)
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge \
                 --train 100 --skip "$SKIP" --dev "$N" --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-path-judge" ;;
         record)
+            read=()
+            [ -d "$OUT/tor-path-judge-read-$READ_TOP" ] && read=("$OUT/tor-path-judge-read-$READ_TOP"
+                --pair "tor-path-judge-read-$READ_TOP:rta" --pair "tor-path-judge-read-$READ_TOP:tor")
             "$BIN/python" benchmarks/record.py "$DATASET-dev-unexamined-skip$SKIP-n$N" "$OUT/rta" "$OUT/tor" \
-                "$OUT/tor-path-judge" \
+                "$OUT/tor-path-judge" "${read[@]}" \
                 --pair tor-path-judge:tor --pair tor-path-judge:rta --pair tor:rta \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR and ToR compiled with --optimizer path-judge on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
