@@ -62,6 +62,15 @@ def test_two_wins_in_thirty_is_noise():
     assert cmp["p_mcnemar"] == pytest.approx(0.5)
 
 
+def test_a_handful_of_questions_never_gives_a_verdict():
+    one = paired_comparison([0.5], [0.0])  # one question: the bootstrap interval is the point itself
+    assert one["ci"] == (0.5, 0.5) and one["verdict"] == NO_DIFFERENCE
+    five = paired_comparison([1, 1, 1, 1, 1], [0, 0, 0, 0, 0])  # sign test p = 0.0625
+    assert five["ci"][0] > 0 and five["verdict"] == NO_DIFFERENCE
+    six = paired_comparison([1] * 6, [0] * 6)  # p = 0.03125
+    assert six["verdict"] == "better"
+
+
 def test_verdict_needs_the_interval_to_exclude_zero():
     assert verdict((0.01, 0.2)) == "better" and verdict((-0.2, -0.01)) == "worse"
     assert verdict((-0.01, 0.2)) == verdict((0.0, 0.2)) == NO_DIFFERENCE

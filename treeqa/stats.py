@@ -4,7 +4,9 @@ On 30 questions one question moves EM by 3.3 points, so a figure without its int
 says little. A run's EM/F1 gets a seeded percentile-bootstrap 95% interval over its
 questions; two runs on the same questions get the paired difference with a paired
 bootstrap interval, the won/lost/tied counts, and the exact McNemar (sign) test on EM.
-A difference is called "better"/"worse" only when its interval excludes 0.
+A difference is called "better"/"worse" only when its interval excludes 0 and the sign test
+on the questions won and lost agrees (p < 0.05): a bootstrap over a handful of questions can
+exclude 0 (over one question it always does), the sign test cannot.
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], resamples: int = R
     """A vs B on the same questions, in the same order (per-question scores, e.g. EM 0/1).
 
     Returns the mean difference A - B and its paired-bootstrap interval (both in the units
-    of the inputs), the questions A won / lost / tied, the exact McNemar p-value (meaningful
-    for 0/1 scores) and the verdict for A.
+    of the inputs), the questions A won / lost / tied, the exact McNemar p-value (the sign
+    test on won and lost; McNemar's for 0/1 scores) and the verdict for A (see the module doc).
     """
     x, y = _array(a, "paired_comparison"), _array(b, "paired_comparison")
     if x.size != y.size:
@@ -77,8 +79,10 @@ def paired_comparison(a: Sequence[float], b: Sequence[float], resamples: int = R
     diff = x - y
     wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
     ci = bootstrap_ci(diff, resamples, level, seed)
+    p_sign = mcnemar_exact(wins, losses)
     return {"n": int(x.size), "diff": float(diff.mean()), "ci": ci, "wins": wins, "losses": losses,
-            "ties": int(x.size - wins - losses), "p_mcnemar": mcnemar_exact(wins, losses), "verdict": verdict(ci)}
+            "ties": int(x.size - wins - losses), "p_mcnemar": p_sign,
+            "verdict": verdict(ci) if p_sign < 1 - level else NO_DIFFERENCE}
 
 
 def run_intervals(records: Sequence[dict], keys: Sequence[str] = ("em", "f1"), seed: int = 0) -> dict:
