@@ -15,6 +15,9 @@ embedded engine does). What "kind" a call is comes from a pluggable classifier: 
 first output field asked for ("answer", "confidence", "sub_questions", "evidence",
 "document", "reasoning", ...); `review_kind` names the Tree of Reviews signatures.
 
+`run_scripted` asks a program one question under a scripted LM; a script's `Raw` reply is sent
+as it is, not in the adapter's format.
+
 `generic_responder` fills any signature's outputs from their types, for teleprompters
 that call signatures of their own.
 
@@ -186,6 +189,21 @@ def scripted_lm(respond, classify=first_output_field, whole_call: bool = False,
     engine = ScriptedEngine(respond if whole_call else (lambda call: respond(call.kind, call.inputs)),
                             classify, usage)
     return dspy.LM("local/scripted", engine=engine, cache=False, num_retries=0), engine
+
+
+class Raw(str):
+    """A reply a script sends as it is, not in the adapter's format (a reply that does not parse)."""
+
+
+def run_scripted(program, respond, question: str) -> tuple[dspy.Prediction, ScriptedEngine]:
+    """Ask `program` the question under `scripted_lm(respond)`; the prediction and the engine.
+    A prediction with a search tree must be able to write it as JSON (the tree is plain data)."""
+    lm, engine = scripted_lm(respond)
+    with dspy.context(lm=lm):
+        pred = program(question=question)
+    if "tree" in pred:
+        json.dumps(pred.tree)
+    return pred, engine
 
 
 # --- a responder for any signature ------------------------------------------------------------

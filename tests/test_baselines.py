@@ -5,7 +5,7 @@ forward(question) -> answer, failures (and retrieved when they retrieve)."""
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, scripted_lm
+from tests.fakes import FakeRetriever, run_scripted
 from treeqa.programs.baselines import ChainOfThoughtAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
 
 
@@ -18,9 +18,7 @@ def replies(kind, inputs):
 
 
 def run(program, respond=replies, question="What is the capital of France?"):
-    lm, engine = scripted_lm(respond)
-    with dspy.context(lm=lm):
-        return program(question=question), engine
+    return run_scripted(program, respond, question)
 
 
 def test_direct_answer_is_one_call_without_history():

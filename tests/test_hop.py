@@ -6,9 +6,8 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import RECORDS, FakeRetriever, scripted_lm
+from tests.fakes import FakeRetriever, run_scripted, scripted_lm
 from treeqa.annotated import AnnotatedFewShot
-from treeqa.data import load_split
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.hop import Hop
 from treeqa.signatures.hop import clean_query
@@ -35,12 +34,8 @@ def script(queries, notes, answer="Cincinnati"):
     return respond
 
 
-def run(program, respond, question=Q):
-    lm, engine = scripted_lm(respond)
-    with dspy.context(lm=lm):
-        pred = program(question=question)
-    json.dumps(pred.tree)  # the tree is plain data
-    return pred, engine
+def run(program, respond):
+    return run_scripted(program, respond, Q)
 
 
 def test_defaults_bound_and_bad_settings():
@@ -136,18 +131,11 @@ def test_clean_query():
     assert len(clean_query("x" * 1000)) == 300
 
 
-@pytest.fixture
-def train(settings_env, tmp_path):
-    (tmp_path / "hotpotqa").mkdir()
-    (tmp_path / "hotpotqa" / "hotpot_train_subset.json").write_text(json.dumps(RECORDS))
-    settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
-    return load_split("hotpotqa", "train")
-
-
 def test_annotated_demos_go_to_the_reader_only(train, tmp_path):
+    hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call while building demos"))
     with dspy.context(lm=lm):
-        compiled = AnnotatedFewShot(k=3, seed=0).compile(build_program("hop", FakeRetriever()), trainset=train)
+        compiled = AnnotatedFewShot(k=3, seed=0).compile(build_program("hop", FakeRetriever()), trainset=hotpot)
     assert engine.calls == [] and compiled.generate_query.demos == [] and compiled.append_notes.demos == []
     demos = compiled.answer.demos
     assert len(demos) == 3 and {d.answer for d in demos} == {"Vitznau", "1871", "Lake Lucerne"}

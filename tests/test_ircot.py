@@ -1,14 +1,11 @@
 """IRCoT: each reasoning sentence is the next query; a stated answer, the step bound, a repeat,
 a blank or failed reply end the chain; a separate reader answers from what was collected."""
 
-import json
-
 import dspy
 import pytest
 
-from tests.fakes import RECORDS, FakeRetriever, scripted_lm
+from tests.fakes import FakeRetriever, Raw, run_scripted, scripted_lm
 from treeqa.annotated import AnnotatedFewShot
-from treeqa.data import load_split
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.ircot import IRCoT
 from treeqa.signatures.ircot import NO_REASONING_YET, concluded_answer, first_sentence
@@ -17,10 +14,6 @@ Q = "Where was the director of Jaws born?"
 S1 = "Jaws was directed by Steven Spielberg."
 S2 = "Steven Spielberg was born in Cincinnati."
 S3 = "So the answer is: Cincinnati."
-
-
-class Raw(str):
-    """A reply sent as it is, not in the adapter's format."""
 
 
 def reasoning(sentences, answer="Cincinnati"):
@@ -36,12 +29,8 @@ def reasoning(sentences, answer="Cincinnati"):
     return respond
 
 
-def run(program, respond, question=Q):
-    lm, engine = scripted_lm(respond)
-    with dspy.context(lm=lm):
-        pred = program(question=question)
-    json.dumps(pred.tree)  # the tree is plain data
-    return pred, engine
+def run(program, respond):
+    return run_scripted(program, respond, Q)
 
 
 def test_defaults_bound_and_bad_settings():
@@ -154,18 +143,11 @@ def test_the_first_sentence_and_the_stated_answer():
     assert concluded_answer(S2) is None
 
 
-@pytest.fixture
-def train(settings_env, tmp_path):
-    (tmp_path / "hotpotqa").mkdir()
-    (tmp_path / "hotpotqa" / "hotpot_train_subset.json").write_text(json.dumps(RECORDS))
-    settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
-    return load_split("hotpotqa", "train")
-
-
 def test_annotated_demos_go_to_the_reader_only(train, tmp_path):
+    hotpot, _ = train
     lm, engine = scripted_lm(lambda kind, inputs: AssertionError("no LM call while building demos"))
     with dspy.context(lm=lm):
-        compiled = AnnotatedFewShot(k=3, seed=0).compile(build_program("ircot", FakeRetriever()), trainset=train)
+        compiled = AnnotatedFewShot(k=3, seed=0).compile(build_program("ircot", FakeRetriever()), trainset=hotpot)
     assert engine.calls == [] and compiled.reason.demos == []
     demos = compiled.answer.demos
     assert len(demos) == 3 and {d.answer for d in demos} == {"Vitznau", "1871", "Lake Lucerne"}

@@ -2,12 +2,10 @@
 generation and answering from its own passages; the last round's answer is the answer. A round
 that would repeat the one before is not run; a failed round ends the search."""
 
-import json
-
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, scripted_lm
+from tests.fakes import FakeRetriever, Raw, run_scripted, scripted_lm
 from treeqa.annotated import AnnotatedFewShot
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.iter_retgen import IterRetGen
@@ -17,10 +15,6 @@ Q = "Where was the director of Jaws born?"
 R1 = ("Jaws was directed by Steven Spielberg.", "Steven Spielberg")
 R2 = ("Spielberg was born in Cincinnati, Ohio.", "Cincinnati")
 R3 = ("The director of Jaws, Steven Spielberg, was born in Cincinnati.", "Cincinnati, Ohio")
-
-
-class Raw(str):
-    """A reply sent as it is, not in the adapter's format."""
 
 
 def rounds(replies):
@@ -40,12 +34,8 @@ def query_after(reply):
     return f"{Q} {reply[0]} {reply[1]}"
 
 
-def run(program, respond, question=Q):
-    lm, engine = scripted_lm(respond)
-    with dspy.context(lm=lm):
-        pred = program(question=question)
-    json.dumps(pred.tree)  # the tree is plain data
-    return pred, engine
+def run(program, respond):
+    return run_scripted(program, respond, Q)
 
 
 def test_defaults_bound_and_bad_settings():

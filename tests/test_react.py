@@ -4,7 +4,7 @@ import dspy
 import pytest
 from dspy import lm15
 
-from tests.fakes import FakeRetriever, passage, scripted_lm
+from tests.fakes import FakeRetriever, passage, run_scripted
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.react import AgentStep, ReActSearch
 from treeqa.signatures.react import SearchThenAnswer
@@ -38,10 +38,7 @@ def agent(steps: list, answer: str = "Cincinnati", reasoning: str = "The passage
 
 
 def run(program, respond):
-    lm, engine = scripted_lm(respond)
-    with dspy.context(lm=lm):
-        pred = program(question=Q)
-    return pred, engine
+    return run_scripted(program, respond, Q)
 
 
 class FailingRetriever(FakeRetriever):

@@ -2,12 +2,10 @@
 next is asked; "no more needed", the bound, a repeat, a blank or failed reply end the chain; the
 final answer is written from the follow-ups and their answers."""
 
-import json
-
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, scripted_lm
+from tests.fakes import FakeRetriever, Raw, run_scripted, scripted_lm
 from treeqa.annotated import AnnotatedFewShot
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.self_ask import SelfAsk
@@ -18,10 +16,6 @@ Q = "Where was the director of Jaws born?"
 F1 = "Who directed Jaws?"
 F2 = "Where was Steven Spielberg born?"
 DONE = object()  # in a script: "no follow-up needed"
-
-
-class Raw(str):
-    """A reply sent as it is, not in the adapter's format."""
 
 
 def asking(follow_ups, intermediate=("Steven Spielberg", "Cincinnati"), final="Cincinnati"):
@@ -46,12 +40,8 @@ def asking(follow_ups, intermediate=("Steven Spielberg", "Cincinnati"), final="C
     return respond
 
 
-def run(program, respond, question=Q):
-    lm, engine = scripted_lm(respond)
-    with dspy.context(lm=lm):
-        pred = program(question=question)
-    json.dumps(pred.tree)  # the tree is plain data
-    return pred, engine
+def run(program, respond):
+    return run_scripted(program, respond, Q)
 
 
 def test_defaults_bound_and_bad_settings():

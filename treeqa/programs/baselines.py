@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dspy
 
-from treeqa.programs.common import SharedRef, check_question, check_retriever, safe_call
+from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
 from treeqa.programs.contract import QAProgram
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -76,7 +76,7 @@ class ChainOfThoughtAnswer(QAProgram):
                                failures=failures)
 
 
-class RetrieveThenAnswer(QAProgram):
+class RetrieveThenAnswer(Retrieving):
     """Retrieve the top-k passages for the question and answer from them (one LM call).
 
     Args:
@@ -91,7 +91,6 @@ class RetrieveThenAnswer(QAProgram):
     name = "rta"
     annotation_demos = {"answer": "read"}
 
-    retrieves = True
     reader = "answer"
 
     @classmethod
@@ -103,17 +102,10 @@ class RetrieveThenAnswer(QAProgram):
         return 1
 
     def __init__(self, retriever: Retriever | None = None, *, k: int = 5, passage_chars: int = 1000):
-        super().__init__()
-        check_retriever(retriever, "RetrieveThenAnswer", needed=True)
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"k must be an integer >= 1; got {k!r}")
+        super().__init__(retriever)
+        check_ints(k=k)
         self.k, self.passage_chars = k, passage_chars
-        self._retriever = SharedRef(retriever)
         self.answer = budget.predict(AnswerFromPassages)
-
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.value
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)

@@ -1,5 +1,6 @@
-"""What every program shares: input checks, the retriever reference, safe LM calls, and
-sending one search level's independent calls together.
+"""What every program shares: input checks, the retriever reference (and `Retrieving`, the base
+of a program that needs one), safe LM calls, and sending one search level's independent calls
+together.
 
 A failed LM call (a parse error, a timeout, a server error) is recorded and never fails
 the question; a programming error in treeqa's own code is not an LM failure and propagates,
@@ -24,6 +25,7 @@ from typing import TypeVar
 
 import dspy
 
+from treeqa.programs.contract import QAProgram
 from treeqa.retrievers.base import Retriever
 
 T = TypeVar("T")
@@ -62,6 +64,14 @@ def check_retriever(retriever: Retriever | None, program: str, needed: bool) -> 
         raise ValueError(f"{program}: the retriever must have a search(query, k) method")
 
 
+def check_ints(least: int = 1, /, **settings: object) -> None:
+    """Refuse the first setting, in the order given, that is not an integer >= `least` (a bool is
+    not one): `check_ints(k=k, rounds=rounds)`, `check_ints(50, passage_chars=passage_chars)`."""
+    for name, value in settings.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}; got {value!r}")
+
+
 def check_threads(threads: int) -> int:
     if not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
@@ -84,6 +94,26 @@ class SharedRef:
 
     def __copy__(self):
         return self
+
+
+class Retrieving(QAProgram):
+    """Base of a program that cannot answer without searching: its constructor refuses a missing
+    retriever (or one without `search`), and every copy of the program shares the one it was
+    given (`retriever`, held in a `SharedRef`).
+
+    A subclass calls `super().__init__(retriever)` first; its own constructor's arguments are its
+    settings. No `name`, so this base is not registered as a program."""
+
+    retrieves = True
+
+    def __init__(self, retriever: Retriever | None):
+        super().__init__()
+        check_retriever(retriever, type(self).__name__, needed=True)
+        self._retriever = SharedRef(retriever)
+
+    @property
+    def retriever(self) -> Retriever:
+        return self._retriever.value
 
 
 # --- LM calls -----------------------------------------------------------------------------------

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dspy
 
 from treeqa.data.passage import Passage
-from treeqa.programs.common import SharedRef, check_question, check_retriever, safe_call
-from treeqa.programs.contract import QAProgram
+from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -22,7 +21,7 @@ from treeqa.signatures.formatting import format_passages
 from treeqa.signatures.hop import NextSearchQuery, TakeNotes, clean_query
 
 
-class Hop(QAProgram):
+class Hop(Retrieving):
     """For `hops` rounds: write a search query from the question and the notes so far, retrieve the
     top `k` passages, and append notes (short facts relevant to the question) taken from them;
     then answer from the question and the notes.
@@ -55,7 +54,6 @@ class Hop(QAProgram):
     # not "hop": treeqa/data/loaders.py's f"{n}hop" holds the constant "hop", which the layout test
     # (no module outside programs/ names a program) would take for a program's name
     name = "hop"
-    retrieves = True
     reader = "answer"
     tree_shape = "steps"
     annotation_demos = {"answer": "read"}
@@ -71,22 +69,13 @@ class Hop(QAProgram):
 
     def __init__(self, retriever: Retriever | None = None, *, hops: int = 2, k: int = 5, max_notes: int = 8,
                  note_chars: int = 300, passage_chars: int = 1000):
-        super().__init__()
-        check_retriever(retriever, "Hop", needed=True)
-        for name, value in (("hops", hops), ("k", k), ("max_notes", max_notes), ("note_chars", note_chars),
-                            ("passage_chars", passage_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+        super().__init__(retriever)
+        check_ints(hops=hops, k=k, max_notes=max_notes, note_chars=note_chars, passage_chars=passage_chars)
         self.hops, self.k, self.max_notes = hops, k, max_notes
         self.note_chars, self.passage_chars = note_chars, passage_chars
-        self._retriever = SharedRef(retriever)
         self.generate_query = budget.predict(NextSearchQuery)
         self.append_notes = budget.predict(TakeNotes)
         self.answer = budget.predict(AnswerFromPassages)
-
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.value
 
     def _add_notes(self, notes: list[str], written: object, stats: dict) -> list[str]:
         """Append the new, non-blank notes of a reply (cut to `note_chars`, at most `max_notes` in

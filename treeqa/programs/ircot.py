@@ -13,8 +13,7 @@ from collections.abc import Sequence
 import dspy
 
 from treeqa.data.passage import Passage
-from treeqa.programs.common import SharedRef, check_question, check_retriever, safe_call
-from treeqa.programs.contract import QAProgram
+from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -23,7 +22,7 @@ from treeqa.signatures.ircot import NO_REASONING_YET, NextReasoningStep, conclud
 from treeqa.signatures.review import review_paragraphs
 
 
-class IRCoT(QAProgram):
+class IRCoT(Retrieving):
     """Interleaved retrieval and chain of thought: retrieve the top `k` passages for the question;
     then, up to `max_steps` times, the model writes the next sentence of its reasoning from the
     passages collected so far and that sentence retrieves `k` more (new ones join the collection,
@@ -54,7 +53,6 @@ class IRCoT(QAProgram):
     """
 
     name = "ircot"
-    retrieves = True
     reader = "answer"
     tree_shape = "steps"
     annotation_demos = {"answer": "read"}
@@ -70,24 +68,16 @@ class IRCoT(QAProgram):
 
     def __init__(self, retriever: Retriever | None = None, *, k: int = 5, max_steps: int = 4,
                  max_passages: int = 15, passage_chars: int = 1000, max_context_chars: int = 6000):
-        super().__init__()
-        check_retriever(retriever, "IRCoT", needed=True)
-        for name, value in (("k", k), ("max_steps", max_steps), ("max_passages", max_passages),
-                            ("passage_chars", passage_chars), ("max_context_chars", max_context_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+        super().__init__(retriever)
+        check_ints(k=k, max_steps=max_steps, max_passages=max_passages, passage_chars=passage_chars,
+                   max_context_chars=max_context_chars)
         if max_passages < k:
             raise ValueError(f"max_passages ({max_passages}) must be at least k ({k}): the question's own "
                              f"passages would not fit the collection")
         self.k, self.max_steps, self.max_passages = k, max_steps, max_passages
         self.passage_chars, self.max_context_chars = passage_chars, max_context_chars
-        self._retriever = SharedRef(retriever)
         self.reason = budget.predict(NextReasoningStep)
         self.answer = budget.predict(AnswerFromPassages)
-
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.value
 
     def _shown(self, passages: Sequence[Passage]) -> list[str]:
         return review_paragraphs(passages, self.passage_chars, self.max_context_chars) if passages else []

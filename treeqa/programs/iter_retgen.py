@@ -12,8 +12,7 @@ from __future__ import annotations
 import dspy
 
 from treeqa.data.passage import Passage
-from treeqa.programs.common import SharedRef, check_question, check_retriever, safe_call
-from treeqa.programs.contract import QAProgram
+from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -22,7 +21,7 @@ from treeqa.signatures.formatting import format_passages
 from treeqa.signatures.iter_retgen import ReasonThenAnswer, generation_text, round_query
 
 
-class IterRetGen(QAProgram):
+class IterRetGen(Retrieving):
     """For `rounds` rounds: retrieve the top `k` passages (round 1 with the question, each later
     round with the question followed by the previous round's generation), then reason briefly and
     answer from that round's passages alone (`generate`). The last round's answer is the answer.
@@ -49,7 +48,6 @@ class IterRetGen(QAProgram):
     """
 
     name = "iterretgen"
-    retrieves = True
     reader = "generate"
     tree_shape = "steps"
     annotation_demos = {"generate": "read"}
@@ -64,18 +62,10 @@ class IterRetGen(QAProgram):
         return settings["rounds"]
 
     def __init__(self, retriever: Retriever | None = None, *, rounds: int = 3, k: int = 5, passage_chars: int = 1000):
-        super().__init__()
-        check_retriever(retriever, "IterRetGen", needed=True)
-        for name, value in (("rounds", rounds), ("k", k), ("passage_chars", passage_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+        super().__init__(retriever)
+        check_ints(rounds=rounds, k=k, passage_chars=passage_chars)
         self.rounds, self.k, self.passage_chars = rounds, k, passage_chars
-        self._retriever = SharedRef(retriever)
         self.generate = budget.predict(ReasonThenAnswer)
-
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.value
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)

@@ -17,8 +17,7 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import ContextWindowExceededError
 
-from treeqa.programs.common import SharedRef, check_question, check_retriever, is_our_bug, record_failure, safe_call
-from treeqa.programs.contract import QAProgram
+from treeqa.programs.common import Retrieving, check_ints, check_question, is_our_bug, record_failure, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures.answer import clean_answer
@@ -123,7 +122,7 @@ def _search(run: _Run, query: str) -> str:
 SEARCH_TOOL_ARGS = {"query": "a few words to search for, such as a name and the fact you need"}
 
 
-class ReActSearch(QAProgram):
+class ReActSearch(Retrieving):
     """ReAct as a search agent: each step the model writes a thought and either searches the
     corpus (top-`k` passages come back as the observation) or finishes; then it answers from the
     whole trajectory. It is `dspy.ReAct` itself (`agent`), with `search` as its one tool.
@@ -157,7 +156,6 @@ class ReActSearch(QAProgram):
     """
 
     name = "react"
-    retrieves = True
     reader = "agent.extract.predict"  # ReAct's extract: a ChainOfThought over the trajectory
     tree_shape = "steps"
     # no annotation_demos: both of its predictors read a trajectory, not question + passages
@@ -172,23 +170,16 @@ class ReActSearch(QAProgram):
 
     def __init__(self, retriever: Retriever | None = None, *, max_iters: int = 4, k: int = 3,
                  passage_chars: int = 500):
-        super().__init__()
-        check_retriever(retriever, type(self).__name__, needed=True)
-        for name, value, least in (("max_iters", max_iters, 1), ("k", k, 1), ("passage_chars", passage_chars, 50)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{name} must be an integer >= {least}; got {value!r}")
+        super().__init__(retriever)
+        check_ints(max_iters=max_iters, k=k)
+        check_ints(50, passage_chars=passage_chars)
         self.max_iters, self.k, self.passage_chars = max_iters, k, passage_chars
-        self._retriever = SharedRef(retriever)
         agent = dspy.ReAct(SearchThenAnswer, tools=[dspy.Tool(search, arg_desc=SEARCH_TOOL_ARGS)],
                            max_iters=max_iters)
         agent.react = AgentStep(agent.react.signature, **{**agent.react.config,
                                                           "max_tokens": SearchThenAnswer.step_max_tokens})
         agent.extract.predict.update_config(max_tokens=budget(SearchThenAnswer) + REASONING_TOKENS)
         self.agent = agent
-
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.value
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dspy
 
 from treeqa.data.passage import Passage
-from treeqa.programs.common import SharedRef, check_question, check_retriever, safe_call
-from treeqa.programs.contract import QAProgram
+from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -22,7 +21,7 @@ from treeqa.signatures.formatting import format_history, format_passages
 from treeqa.signatures.self_ask import FollowUp, clean_follow_up, same_question
 
 
-class SelfAsk(QAProgram):
+class SelfAsk(Retrieving):
     """Up to `max_follow_ups` times, the model decides whether a follow-up question is needed and
     writes one (`follow_up`); the follow-up retrieves the top `k` passages and a short intermediate
     answer is read from them (`intermediate`). Then the final answer is written from the question
@@ -52,7 +51,6 @@ class SelfAsk(QAProgram):
     """
 
     name = "selfask"
-    retrieves = True
     reader = "answer"
     tree_shape = "steps"
     annotation_demos = {"intermediate": "read"}
@@ -68,20 +66,12 @@ class SelfAsk(QAProgram):
 
     def __init__(self, retriever: Retriever | None = None, *, k: int = 5, max_follow_ups: int = 4,
                  passage_chars: int = 1000):
-        super().__init__()
-        check_retriever(retriever, "SelfAsk", needed=True)
-        for name, value in (("k", k), ("max_follow_ups", max_follow_ups), ("passage_chars", passage_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+        super().__init__(retriever)
+        check_ints(k=k, max_follow_ups=max_follow_ups, passage_chars=passage_chars)
         self.k, self.max_follow_ups, self.passage_chars = k, max_follow_ups, passage_chars
-        self._retriever = SharedRef(retriever)
         self.follow_up = budget.predict(FollowUp)
         self.intermediate = budget.predict(AnswerFromPassages)
         self.answer = budget.predict(Answer)
-
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.value
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)
