@@ -51,8 +51,6 @@ class Hop(Retrieving):
         passage_chars: each passage is cut to this many characters when shown.
     """
 
-    # not "hop": treeqa/data/loaders.py's f"{n}hop" holds the constant "hop", which the layout test
-    # (no module outside programs/ names a program) would take for a program's name
     name = "hop"
     reader = "answer"
     tree_shape = "steps"
