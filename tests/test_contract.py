@@ -51,6 +51,9 @@ def test_settings_round_trip_through_a_compiled_file(name, tmp_path):
     assert stored["format"] == 2 and "threads" not in stored["settings"]
     loaded = load_program(path, retriever=FakeRetriever())
     assert type(loaded) is type(program) and loaded.settings == program.settings
+    # runs count parse attempts by signature name: a loaded program keeps its signatures' names
+    names = [p.signature.__name__ for _, p in program.named_predictors()]
+    assert [p.signature.__name__ for _, p in loaded.named_predictors()] == names
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -153,7 +153,13 @@ class QAProgram(dspy.Module):
             saved = recipe["settings"]
         restore = self._settings_to_restore(saved) if saved is not None else {}
         predictors = {k: v for k, v in state.items() if k not in (SETTINGS_STATE_KEY, "treeqa")}
+        names = {name: p.signature.__name__ for name, p in self.named_predictors()}
         out = super().load_state(predictors, **kwargs)
+        for name, predictor in self.named_predictors():
+            # DSPy rebuilds a loaded signature as a class named "StringSignature"; runs count parse
+            # attempts by signature name, so the loaded one keeps the name it had
+            if name in names and predictor.signature.__name__ != names[name]:
+                predictor.signature.__name__ = predictor.signature.__qualname__ = names[name]
         for name, value in restore.items():
             setattr(self, name, value)
         return out
