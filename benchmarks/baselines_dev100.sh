@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 26: the papers' baselines (Self-Ask, IRCoT, ITER-RETGEN, ReAct, DSPy's multi-hop Hop)
+# zero-shot on the reference table's 100 seeded HotpotQA dev questions, each paired with rta
+# and with ToR compiled with the path judge (runs/hotpotqa-dev100/{rta,tor-path-judge}), embedded
+# model, --no-cache, one run at a time. Each run appends per-question records to
+# benchmarks/runs/hotpotqa-dev100/<program>/, so running this again resumes where it stopped.
+#   bash benchmarks/baselines_dev100.sh [program ...]   (default: all five, cheapest first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+OUT=${OUT:-benchmarks/runs/hotpotqa-dev100}
+ALL=(iterretgen hop ircot selfask react)
+programs=("$@")
+[ ${#programs[@]} -gt 0 ] || programs=("${ALL[@]}")
+for program in "${programs[@]}"; do
+    "$BIN/treeqa" evaluate --program "$program" --dataset hotpotqa --n 100 --no-cache --out "$OUT/$program"
+done
+runs=("$OUT/rta" "$OUT/tor-path-judge")
+pairs=()
+for program in "${ALL[@]}"; do
+    if [ -f "$OUT/$program/summary.json" ]; then
+        runs+=("$OUT/$program")
+        pairs+=(--pair "$program:rta" --pair "tor-path-judge:$program")
+    fi
+done
+"$BIN/python" benchmarks/record.py hotpotqa-dev100-baselines "${runs[@]}" "${pairs[@]}" \
+    --note "${NOTE:-The papers' baselines zero-shot on the reference table's 100 seeded HotpotQA dev questions (seed 0; a development set for the compiled ToR, not for these programs), each paired with rta and with ToR compiled with the path judge; embedded model, 2 cores, --no-cache, dense retrieval over the pooled HotpotQA corpus; runs one at a time.}"
