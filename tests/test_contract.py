@@ -66,6 +66,28 @@ def test_the_call_bound_holds_on_a_scripted_run(name):
     assert 1 <= calls <= call_bound(name, changed(name)) == max_calls_per_question(program)
 
 
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_every_program_compiles_with_an_em_teleprompter(name, tmp_path):
+    """DSPy's BootstrapFewShot against EM puts demos on a program's predictors; they survive a
+    compiled file and the compiled program answers."""
+    from dspy.teleprompt import BootstrapFewShot
+
+    from treeqa.teleprompt.metrics import em_metric
+
+    train = [dspy.Example(question=f"What is the capital of France, ({i})?", answers=["Paris"]).with_inputs("question")
+             for i in range(2)]
+    lm = generic_lm({"": "Paris"})
+    with dspy.context(lm=lm):
+        compiled = BootstrapFewShot(metric=em_metric, max_bootstrapped_demos=1, max_labeled_demos=0).compile(
+            _build(name), trainset=train)
+        assert compiled(question="What is the capital of France?").answer == "Paris"
+    demos = {p_name: len(p.demos) for p_name, p in compiled.named_predictors()}
+    assert any(demos.values()), demos
+    path = save_compiled(compiled, tmp_path / f"{name}.json", name=name, dataset="hotpotqa", retriever="dense")
+    loaded = load_program(path, retriever=FakeRetriever())
+    assert {p_name: len(p.demos) for p_name, p in loaded.named_predictors()} == demos
+
+
 def test_a_format_1_compiled_file_still_loads(tmp_path):
     program = build_program("beam", FakeRetriever(), preset="nq", max_queries=3)
     path = save_compiled(program, tmp_path / "old.json", name="beam", dataset="hotpotqa", retriever="dense")
