@@ -1,4 +1,4 @@
-// Drawing a treeqa search tree: Tree of Reviews / Chain of Reviews nodes, or beam states.
+// Drawing a treeqa search tree: nodes (Tree / Chain of Reviews, and the step-by-step baselines' steps) or beam states.
 // Used by the live page (steps arrive one by one) and by `treeqa view` (whole trees at once).
 // A tree is drawn as nested lists; each node is a button coloured by what happened to it,
 // and clicking one shows its paragraph or evidence in `detail`.
