@@ -32,10 +32,13 @@ def test_every_program_parses_a_real_servers_replies(llama_server_url, program, 
                     api_base=llama_server_url, params=SMALL[program], cache=False)
     result = run_evaluation(spec, tmp_path / program)
     (record,) = result["records"]
-    print(program, record["prediction"], record["lm_calls"], record["seconds"])
+    print(program, record["prediction"], record["lm_calls"], record["seconds"], record.get("failures"))
     # every call parsed in the end (DSPy's chat adapter retries a reply it cannot read, and the
     # share it read at once is counted: ToR's reviews through a 1.5B model are read at ~80-100%)
-    assert record["prediction"] and record["failed_calls"] == 0 and not record.get("error")
+    # a tool call with wrong arguments (the 1.5B model sometimes echoes the tool's JSON schema as
+    # ReAct's search arguments) is the model's choice, parsed and recorded, not a failed LM call
+    lm_failures = [f for f in record.get("failures", []) if f["error"] != "BadToolArguments"]
+    assert record["prediction"] and lm_failures == [] and not record.get("error")
     assert 0 < result["summary"]["parse_success"] <= 100.0 and record["lm_calls"] >= 1
 
 
