@@ -2,6 +2,7 @@
 
     python benchmarks/serve_load.py [--clients 20] [--questions 2000] [--latency 0.05]
                                     [--max-seconds 300] [--out benchmarks/serve_load.md]
+    python benchmarks/serve_load.py --real-server --questions 60   # llama.cpp's server behind it
 
 The server runs in a subprocess (the app `treeqa serve` builds, DirectAnswer over an LM whose
 engine sleeps `--latency` seconds and answers, with the bounded in-memory response cache `serve` has), on
@@ -9,6 +10,10 @@ engine sleeps `--latency` seconds and answers, with the bounded in-memory respon
 each question asked once. It prints throughput, latency p50/p99, answers by HTTP status, and
 the server's RSS at start, after warm-up (the first 10% of questions) and at the end. Bounded:
 it stops sending after `--max-seconds`, and nothing but 127.0.0.1 is contacted.
+
+With `--real-server` (or `--api-base URL` for a server already running) `serve` is backed by a
+real OpenAI-compatible endpoint instead of the fake LM: llama.cpp's server with the embedded
+GGUF, started on 127.0.0.1 the way the tests start it (`tests.fakes.llama_server`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ SERVER = textwrap.dedent("""
     from treeqa.serving import Served, create_app, program_info
 
     port, latency, clients, cache = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "cache"
+    api_base = sys.argv[5] if len(sys.argv) > 5 else None
 
     class FixedLatency:
         def complete(self, request):
@@ -48,7 +54,11 @@ SERVER = textwrap.dedent("""
             pass
 
     memory_only_cache()  # what `treeqa serve` configures
-    lm = dspy.LM("local/fixed-latency", engine=FixedLatency(), cache=cache, num_retries=0)
+    if api_base:
+        from treeqa.lm import get_lm
+        lm = get_lm("openai/qwen", api_base=api_base, cache=cache)
+    else:
+        lm = dspy.LM("local/fixed-latency", engine=FixedLatency(), cache=cache, num_retries=0)
     program = build_program("direct")
     served = Served(program, lm, dspy.ChatAdapter(), program_info(program, "direct", lm, None))
     uvicorn.run(create_app(served, concurrency=clients, queue_size=clients, time_limit=60),
@@ -111,18 +121,33 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=300)
     parser.add_argument("--no-cache", dest="cache", action="store_false", help="serve without DSPy's response cache")
     parser.add_argument("--out", type=Path, default=None, help="append the figures to this Markdown file")
+    parser.add_argument("--api-base", default=None, help="back serve with this OpenAI-compatible endpoint")
+    parser.add_argument("--real-server", action="store_true",
+                        help="start llama.cpp's server with the embedded model and back serve with it")
     args = parser.parse_args()
+    if args.real_server:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes
+        from tests.fakes import llama_server
 
+        with llama_server() as url:
+            args.api_base, args.latency = url, float("nan")
+            run(args)
+    else:
+        run(args)
+
+
+def run(args) -> None:
+    os.environ.setdefault("OPENAI_API_KEY", "none")
     port = free_port()
     cache_dir = os.environ.get("TREEQA_CACHE_DIR", "/tmp/treeqa-soak")  # a throwaway DSPy disk cache
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(args.latency), str(args.clients),
-                               "cache" if args.cache else "no-cache"],
+                               "cache" if args.cache else "no-cache", *([args.api_base] if args.api_base else [])],
                               env={**os.environ, "TREEQA_CACHE_DIR": cache_dir})
     url = f"http://127.0.0.1:{port}"
     try:
         import httpx
 
-        for _ in range(300):  # wait for it to listen (importing DSPy takes seconds)
+        for _ in range(600):  # wait for it to listen (importing DSPy takes seconds)
             try:
                 if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                     break
@@ -132,7 +157,8 @@ def main() -> None:
             raise SystemExit("the server did not start")
         start_rss = rss_mb(server.pid)
         figures = asyncio.run(soak(url, args.clients, args.questions, args.max_seconds, server.pid))
-        figures = {"clients": args.clients, "questions": args.questions, "latency_s": args.latency,
+        figures = {"clients": args.clients, "questions": args.questions,
+                   "latency_s": "real server" if args.api_base else args.latency,
                    "rss_start_mb": round(start_rss, 1), **figures, "rss_end_mb": round(rss_mb(server.pid), 1)}
     finally:
         server.terminate()
