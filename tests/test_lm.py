@@ -102,6 +102,28 @@ def test_remote_names_go_to_dspy_lm():
         get_lm(" ")
 
 
+def test_an_endpoint_decodes_greedily_unless_told_otherwise():
+    """A server's default temperature samples (llama.cpp's server, vLLM): the same question
+    gave different answers run to run. The request must carry temperature 0, as the embedded
+    engine decodes, unless the caller asks for another; OpenAI's reasoning models take none."""
+    import json
+
+    from tests.fakes import FakeEndpoint
+
+    bodies = []
+
+    def reply(n, body, headers):
+        bodies.append(body)
+        return 200, "fine", 0
+
+    with FakeEndpoint(reply) as ep:
+        assert get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)("hello") == ["fine"]
+        get_lm("openai/m", api_base=ep.url, api_key="k", cache=False, temperature=0.7)("hello")
+    assert [b.get("temperature") for b in bodies] == [0.0, 0.7], json.dumps(bodies)[:300]
+    assert "temperature" not in get_lm("openai/o3", api_key="k").kwargs or \
+        get_lm("openai/o3", api_key="k").kwargs["temperature"] is None
+
+
 def test_missing_model_names_the_install_command(settings_env, tmp_path):
     settings_env(cache_dir=tmp_path)
     with pytest.raises(local_model.ModelMissingError, match="treeqa model install"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 import dspy
+from dspy.clients.lm import _is_openai_reasoning_model  # DSPy's own test of which models refuse a temperature
 
 from treeqa.lm import _weights
 from treeqa.lm._endpoint import EndpointLM, EndpointTimeoutError
@@ -96,6 +97,11 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         kwargs["api_base"] = api_base
     if api_key:
         kwargs["api_key"] = api_key
+    if "temperature" not in kwargs and not _is_openai_reasoning_model(name):
+        # greedy, as the embedded engine is: a server's own default samples (llama.cpp's server,
+        # vLLM), which made two runs of one question give different answers. OpenAI's reasoning
+        # models accept only their default.
+        kwargs["temperature"] = 0.0
     settings = get_settings()
     # a hung or failing endpoint fails the call within TREEQA_LM_TIMEOUT, retries included, never the run
     return EndpointLM(name, deadline=settings.lm_timeout, retries=settings.lm_retries, cache=cache, **kwargs)
