@@ -108,7 +108,7 @@ def real_server_rows(args) -> list[dict]:
 
     examples = load_examples("hotpotqa", "dev", n=args.questions, seed=0)
     retriever = get_retriever("hotpotqa", build=False)
-    with llama_server(threads=args.server_threads) as url:
+    with llama_server(threads=args.server_threads, logprobs=args.logits_all) as url:
         rows = sweep(get_lm(args.lm, api_base=url, cache=False), args.programs, args.threads, examples,
                      retriever, backend=f"llama.cpp server ({args.server_threads} threads, 1 slot)")
     # the engine serves one call at a time, so --threads changes nothing for it: once
@@ -128,6 +128,8 @@ def main() -> None:
                         help="llama.cpp's server with the embedded model, real questions and retriever, "
                              "beside the embedded engine")
     parser.add_argument("--server-threads", type=int, default=2, help="the real server's CPU threads")
+    parser.add_argument("--logits-all", action="store_true",
+                        help="start the server with --logits_all (what log-probabilities need; slower prompts)")
     parser.add_argument("--out", type=Path, default=None, help="append the table to this Markdown file")
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "none")
@@ -135,7 +137,7 @@ def main() -> None:
     if args.real_server:
         rows = real_server_rows(args)
         what = (f"llama-cpp-python's server on 127.0.0.1 (n_ctx 4096, n_threads {args.server_threads}, "
-                f"one request at a time) and the embedded engine, seeded HotpotQA dev")
+                f"logits_all {args.logits_all}, one request at a time) and the embedded engine, seeded HotpotQA dev")
     else:
         with simulated(args.latency) as endpoint:
             lm = get_lm(args.lm, api_base=endpoint.url, cache=False)

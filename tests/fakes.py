@@ -538,9 +538,11 @@ MUSIQUE = {
 # --- a real llama.cpp server (integration tests) ------------------------------------------------
 
 @contextmanager
-def llama_server(threads: int = 2) -> Iterator[str]:
+def llama_server(threads: int = 2, logprobs: bool = True) -> Iterator[str]:
     """llama.cpp's OpenAI-compatible server (llama-cpp-python's server extra) with the embedded
-    GGUF on 127.0.0.1 at a free port, log-probabilities on; yields its base URL, stops it after."""
+    GGUF on 127.0.0.1 at a free port; yields its base URL, stops it after. `logprobs` keeps the
+    logits of every prompt token (`--logits_all`), which log-probabilities need and which makes
+    each prompt slower to read."""
     import socket
     import subprocess
     import sys
@@ -553,7 +555,8 @@ def llama_server(threads: int = 2) -> Iterator[str]:
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
                                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-                               "--n_threads", str(threads), "--model_alias", "qwen", "--logits_all", "true"],
+                               "--n_threads", str(threads), "--model_alias", "qwen",
+                               "--logits_all", "true" if logprobs else "false"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     try:
