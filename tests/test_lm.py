@@ -120,6 +120,11 @@ def test_an_endpoint_decodes_greedily_unless_told_otherwise():
         assert get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)("hello") == ["fine"]
         get_lm("openai/m", api_base=ep.url, api_key="k", cache=False, temperature=0.7)("hello")
     assert [b.get("temperature") for b in bodies] == [0.0, 0.7], json.dumps(bodies)[:300]
+    # and the token cap in the field servers of one's own read (llama.cpp's ignores max_completion_tokens)
+    assert [b.get("max_tokens") for b in bodies] == [None, None]
+    with FakeEndpoint(reply) as ep:
+        get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)("hello", max_tokens=7)
+    assert bodies[-1].get("max_tokens") == 7 and "max_completion_tokens" not in bodies[-1]
     assert "temperature" not in get_lm("openai/o3", api_key="k").kwargs or \
         get_lm("openai/o3", api_key="k").kwargs["temperature"] is None
 

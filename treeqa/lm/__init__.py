@@ -95,6 +95,7 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         return dspy.LM(local_model_id(), engine=engine, cache=cache, temperature=0.0, num_retries=0, **kwargs)
     if api_base:
         kwargs["api_base"] = api_base
+        name = server_dialect(name, api_base)
     if api_key:
         kwargs["api_key"] = api_key
     if "temperature" not in kwargs and not _is_openai_reasoning_model(name):
@@ -105,6 +106,20 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
     settings = get_settings()
     # a hung or failing endpoint fails the call within TREEQA_LM_TIMEOUT, retries included, never the run
     return EndpointLM(name, deadline=settings.lm_timeout, retries=settings.lm_retries, cache=cache, **kwargs)
+
+
+def server_dialect(name: str, api_base: str) -> str:
+    """`openai/<model>` at a server of the user's own, spoken to as DSPy speaks to vLLM.
+
+    DSPy 3.4 sends OpenAI's own endpoint the token cap as `max_completion_tokens`, which
+    llama.cpp's server ignores: no signature's cap reached it, and a greedy reply that never
+    ended ran on to the context's end (ReAct's first step took over 120 s). Servers of one's
+    own (llama.cpp, vLLM, SGLang, TGI) all read `max_tokens`, which DSPy's vLLM dialect sends.
+    """
+    provider, _, model = name.partition("/")
+    if provider == "openai" and model and "api.openai.com" not in api_base:
+        return f"hosted_vllm/{model}"
+    return name
 
 
 def is_embedded(lm) -> bool:
