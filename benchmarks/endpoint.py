@@ -65,9 +65,8 @@ def measure(program_name: str, threads: int, lm, examples: list, retriever=None)
     inner, outer = split_threads(program_name, threads, lm)
     settings = dict(SETTINGS[program_name])
     preset = settings.pop("preset", None)
-    if PROGRAMS[program_name].retrieves:
-        retriever = retriever or FakeRetriever()
-    program = build_program(program_name, retriever if PROGRAMS[program_name].retrieves else None, preset=preset,
+    retriever = (retriever or FakeRetriever()) if PROGRAMS[program_name].retrieves else None
+    program = build_program(program_name, retriever, preset=preset,
                             **settings, **({"threads": inner} if inner > 1 else {}))
     adapter = adapter_for(lm)  # the chat adapter for an endpoint, JSON under a grammar for the engine
     started = time.perf_counter()
