@@ -115,6 +115,20 @@ def test_an_endpoint_decodes_greedily_unless_told_otherwise():
     assert get_lm("openai/o3", api_key="k").kwargs.get("temperature") is None
 
 
+def test_a_server_of_ones_own_decodes_without_a_repeat_penalty():
+    """llama-cpp-python's server penalises repeated tokens unless told not to (1.1): under it a
+    1.5B model's reviews flipped their second `true` and zero-shot ToR searched to its bounds.
+    A server of one's own gets 1.0 unless the caller sends its own; OpenAI's endpoint gets nothing."""
+    bodies = []
+    with FakeEndpoint(lambda n, body, headers: (bodies.append(body), (200, "fine", 0))[1]) as ep:
+        get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)("hello")
+        get_lm("openai/m", api_base=ep.url, api_key="k", cache=False,
+               extra_body={"repeat_penalty": 1.3, "top_k": 1})("hello")
+    assert bodies[0].get("repeat_penalty") == 1.0
+    assert bodies[1].get("repeat_penalty") == 1.3 and bodies[1].get("top_k") == 1
+    assert "extra_body" not in get_lm("openai/gpt-4o-mini", api_base="https://api.openai.com/v1", api_key="k").kwargs
+
+
 def test_a_servers_token_cap_travels_as_max_tokens():
     """DSPy's OpenAI dialect sends the cap as `max_completion_tokens`, which llama.cpp's server
     ignores (a greedy ReAct step then ran to the context's end); a server of one's own gets

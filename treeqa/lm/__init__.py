@@ -96,6 +96,8 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
     if api_base:
         kwargs["api_base"] = api_base
         name = server_dialect(name, api_base)
+        if name.startswith("hosted_vllm/"):
+            kwargs["extra_body"] = {**UNPENALISED, **kwargs.get("extra_body", {})}
     if api_key:
         kwargs["api_key"] = api_key
     if "temperature" not in kwargs and not _is_openai_reasoning_model(name):
@@ -106,6 +108,13 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
     settings = get_settings()
     # a hung or failing endpoint fails the call within TREEQA_LM_TIMEOUT, retries included, never the run
     return EndpointLM(name, deadline=settings.lm_timeout, retries=settings.lm_retries, cache=cache, **kwargs)
+
+
+# Plain argmax, as the embedded engine decodes: llama-cpp-python's server penalises repeated
+# tokens by default (1.1), which turned a review's second `true` into `false`: every zero-shot ToR
+# review read "relevant, not sufficient, search", 26 calls a question against 6 (benchmarks/endpoint.md).
+# vLLM, SGLang and llama.cpp's own server default to 1.0 and accept the field.
+UNPENALISED = {"repeat_penalty": 1.0}
 
 
 def server_dialect(name: str, api_base: str) -> str:
