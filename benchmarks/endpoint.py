@@ -4,7 +4,7 @@
     python benchmarks/endpoint.py --real-server [--questions 4] [--programs rta tor beam]
 
 By default the endpoint is simulated: an OpenAI-compatible server on 127.0.0.1 that waits
-`--latency` seconds and answers any signature (`tests.fakes.generic_responder`), as a server with
+`--latency` seconds and answers any signature (`tests.fakes.simulated_endpoint`), as a server with
 capacity to spare would; the retriever is the tests' fake one, so only the LM's latency counts.
 Each program runs on the same questions with each `--threads`: the beam and ToR send one search
 level's calls together (the Ask calls and state chains of a beam depth, the reviews of a node's
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes, 
 
 import dspy  # noqa: E402
 
-from tests.fakes import FakeEndpoint, FakeRetriever, generic_responder  # noqa: E402
+from tests.fakes import FakeRetriever, simulated_endpoint  # noqa: E402
 from treeqa.evaluation import evaluate  # noqa: E402
 from treeqa.lm import get_lm  # noqa: E402
 from treeqa.programs import PROGRAMS, build_program  # noqa: E402
@@ -45,17 +45,6 @@ QUESTIONS = ["Which city is the birthplace of the director of Jaws?",
              "Who was born first, Pablo Trapero or Aleksandr Sokurov?",
              "In what year was the university where Sergei Prokofiev studied founded?"]
 SETTINGS = {"beam": {"preset": "nq"}, "tor": {}, "cor": {}, "rta": {}, "direct": {}}
-
-
-def simulated(latency: float):
-    """A FakeEndpoint that answers any signature in DSPy's chat format after `latency` seconds."""
-    respond = generic_responder({"": "Cincinnati"}, default_answer="Cincinnati")
-
-    class Request:
-        def __init__(self, messages):
-            self.messages = messages
-
-    return FakeEndpoint(lambda n, body, headers: (200, respond(Request(body["messages"])), latency))
 
 
 def measure(program_name: str, threads: int, lm, examples: list, retriever=None) -> dict:
@@ -138,7 +127,7 @@ def main() -> None:
         what = (f"llama-cpp-python's server on 127.0.0.1 (n_ctx 4096, n_threads {args.server_threads}, "
                 f"logits_all {args.logits_all}, one request at a time) and the embedded engine, seeded HotpotQA dev")
     else:
-        with simulated(args.latency) as endpoint:
+        with simulated_endpoint(args.latency) as endpoint:
             lm = get_lm(args.lm, api_base=endpoint.url, cache=False)
             questions = (QUESTIONS * (1 + args.questions // len(QUESTIONS)))[:args.questions]
             rows = sweep(lm, args.programs, args.threads, fake_examples(questions))

@@ -2,6 +2,7 @@
 
     python benchmarks/serve_load.py [--clients 20] [--questions 2000] [--latency 0.05]
                                     [--max-seconds 300] [--out benchmarks/serve_load.md]
+    python benchmarks/serve_load.py --simulated-endpoint --latency 0.5 --questions 400 [--concurrency 1]
     python benchmarks/serve_load.py --real-server --questions 60   # llama.cpp's server behind it
 
 The server runs in a subprocess (the app `treeqa serve` builds, DirectAnswer over an LM whose
@@ -11,9 +12,12 @@ each question asked once. It prints throughput, latency p50/p99, answers by HTTP
 the server's RSS at start, after warm-up (the first 10% of questions) and at the end. Bounded:
 it stops sending after `--max-seconds`, and nothing but 127.0.0.1 is contacted.
 
-With `--real-server` (or `--api-base URL` for a server already running) `serve` is backed by a
-real OpenAI-compatible endpoint instead of the fake LM: llama.cpp's server with the embedded
-GGUF, started on 127.0.0.1 the way the tests start it (`tests.fakes.llama_server`).
+With `--simulated-endpoint`, `serve` is backed by an OpenAI-compatible endpoint on 127.0.0.1
+that takes `--latency` seconds a call and has capacity to spare (what `--concurrency` against
+vLLM is for); with `--real-server` (or `--api-base URL` for a server already running), by a
+real one: llama.cpp's server with the embedded GGUF, started on 127.0.0.1 the way the tests
+start it (`tests.fakes.llama_server`). `serve` answers `--concurrency` requests at once
+(default: one per client) and queues up to `--clients` more.
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ SERVER = textwrap.dedent("""
     from treeqa.programs import build_program
     from treeqa.serving import Served, create_app, program_info
 
-    port, latency, clients, cache = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "cache"
-    api_base = sys.argv[5] if len(sys.argv) > 5 else None
+    port, latency, concurrency, queue = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    cache, api_base = sys.argv[5] == "cache", (sys.argv[6] if len(sys.argv) > 6 else None)
 
     class FixedLatency:
         def complete(self, request):
@@ -61,7 +65,7 @@ SERVER = textwrap.dedent("""
         lm = dspy.LM("local/fixed-latency", engine=FixedLatency(), cache=cache, num_retries=0)
     program = build_program("direct")
     served = Served(program, lm, dspy.ChatAdapter(), program_info(program, "direct", lm, None))
-    uvicorn.run(create_app(served, concurrency=clients, queue_size=clients, time_limit=60),
+    uvicorn.run(create_app(served, concurrency=concurrency, queue_size=queue, time_limit=600),
                 host="127.0.0.1", port=port, log_level="warning")
 """)
 
@@ -77,6 +81,10 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def percentile99(ordered: list[float]) -> float:
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
 async def soak(url: str, clients: int, questions: int, max_seconds: float, pid: int) -> dict:
@@ -102,14 +110,16 @@ async def soak(url: str, clients: int, questions: int, max_seconds: float, pid: 
             if len(latencies) == warm:
                 marks["warm"] = rss_mb(pid)
 
-    async with httpx.AsyncClient(timeout=120) as http:
+    async with httpx.AsyncClient(timeout=600) as http:
         await asyncio.gather(*(client(http) for _ in range(clients)))
     seconds = time.monotonic() - started
+    after_warm_up = sorted(latencies[warm:]) or [float("nan")]
     latencies.sort()
     return {"sent": len(latencies), "seconds": round(seconds, 1),
             "questions_per_s": round(len(latencies) / seconds, 1),
             "p50_ms": round(1000 * statistics.median(latencies), 1),
-            "p99_ms": round(1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 1),
+            "p99_ms": round(1000 * percentile99(latencies), 1),
+            "p99_after_warm_up_ms": round(1000 * percentile99(after_warm_up), 1),
             "statuses": dict(statuses), "rss_warm_mb": round(marks.get("warm", float("nan")), 1)}
 
 
@@ -121,18 +131,28 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=300)
     parser.add_argument("--no-cache", dest="cache", action="store_false", help="serve without DSPy's response cache")
     parser.add_argument("--out", type=Path, default=None, help="append the figures to this Markdown file")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="requests serve answers at once (default: --clients); the queue holds --clients more")
     parser.add_argument("--api-base", default=None, help="back serve with this OpenAI-compatible endpoint")
+    parser.add_argument("--simulated-endpoint", action="store_true",
+                        help="back serve with an OpenAI-compatible endpoint on 127.0.0.1 that takes --latency "
+                             "seconds a call and has capacity to spare")
     parser.add_argument("--real-server", action="store_true",
                         help="start llama.cpp's server with the embedded model and back serve with it")
     args = parser.parse_args()
-    if args.real_server:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes
-        from tests.fakes import llama_server
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes
+    from tests.fakes import llama_server, simulated_endpoint
 
-        with llama_server() as url:
-            args.api_base, args.latency = url, float("nan")
+    if args.real_server:
+        with llama_server(logprobs=False) as url:
+            args.api_base, args.backend = url, "llama.cpp server (1 slot)"
+            run(args)
+    elif args.simulated_endpoint:
+        with simulated_endpoint(args.latency, answer="Paris") as endpoint:
+            args.api_base, args.backend = endpoint.url, f"simulated endpoint, {args.latency} s"
             run(args)
     else:
+        args.backend = "api_base" if args.api_base else f"fake LM, {args.latency} s"
         run(args)
 
 
@@ -140,8 +160,10 @@ def run(args) -> None:
     os.environ.setdefault("OPENAI_API_KEY", "none")
     port = free_port()
     cache_dir = os.environ.get("TREEQA_CACHE_DIR", "/tmp/treeqa-soak")  # a throwaway DSPy disk cache
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(args.latency), str(args.clients),
-                               "cache" if args.cache else "no-cache", *([args.api_base] if args.api_base else [])],
+    concurrency = args.concurrency or args.clients
+    server = subprocess.Popen([sys.executable, "-c", SERVER, str(port), str(args.latency), str(concurrency),
+                               str(args.clients), "cache" if args.cache else "no-cache",
+                               *([args.api_base] if args.api_base else [])],
                               env={**os.environ, "TREEQA_CACHE_DIR": cache_dir})
     url = f"http://127.0.0.1:{port}"
     try:
@@ -157,17 +179,19 @@ def run(args) -> None:
             raise SystemExit("the server did not start")
         start_rss = rss_mb(server.pid)
         figures = asyncio.run(soak(url, args.clients, args.questions, args.max_seconds, server.pid))
-        figures = {"clients": args.clients, "questions": args.questions,
-                   "latency_s": "real server" if args.api_base else args.latency,
+        figures = {"clients": args.clients, "questions": args.questions, "concurrency": concurrency,
+                   "backend": args.backend,
                    "rss_start_mb": round(start_rss, 1), **figures, "rss_end_mb": round(rss_mb(server.pid), 1)}
     finally:
         server.terminate()
         server.wait(timeout=30)
     print(json.dumps(figures, indent=2))
     if args.out:
-        line = (f"| {time.strftime('%Y-%m-%d')} | {figures['clients']} | {figures['sent']} | {figures['latency_s']} | "
+        line = (f"| {time.strftime('%Y-%m-%d')} | {figures['backend']} | {figures['clients']} | "
+                f"{figures['concurrency']} | {figures['sent']} | "
                 f"{figures['questions_per_s']} | {figures['p50_ms']} | {figures['p99_ms']} | "
-                f"{figures['statuses']} | {figures['rss_start_mb']} | {figures['rss_warm_mb']} | "
+                f"{figures['p99_after_warm_up_ms']} | "
+                f"{figures['statuses']} | {figures['rss_start_mb']} / {figures['rss_warm_mb']} / "
                 f"{figures['rss_end_mb']} |\n")
         with args.out.open("a", encoding="utf-8") as fh:
             fh.write(line)

@@ -375,6 +375,21 @@ class FakeEndpoint:
         self._server.server_close()
 
 
+def simulated_endpoint(latency: float, overlap: Overlap | None = None, answer: str = "Cincinnati") -> FakeEndpoint:
+    """An endpoint with capacity to spare: answers any signature in DSPy's chat format after
+    `latency` seconds (inside `overlap`, when given, which then counts calls at once)."""
+    respond = generic_responder({"": answer}, default_answer=answer)
+
+    def reply(n: int, body: dict, headers: dict) -> tuple[int, str, float]:
+        text = respond(Call("endpoint", {}, False, body["messages"]))
+        if overlap is None:
+            return 200, text, latency
+        with overlap:
+            return 200, text, 0
+
+    return FakeEndpoint(reply)
+
+
 def use_lm(monkeypatch, lm: dspy.LM) -> dspy.LM:
     """Make every LM treeqa builds for this test (`treeqa.lm.get_lm`, whatever the name) be `lm`."""
     import treeqa.lm

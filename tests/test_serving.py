@@ -10,7 +10,16 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.fakes import FakeRetriever, review, review_kind, scripted_lm, tree_retriever, use_lm
+from tests.fakes import (
+    FakeRetriever,
+    Overlap,
+    review,
+    review_kind,
+    scripted_lm,
+    simulated_endpoint,
+    tree_retriever,
+    use_lm,
+)
 from treeqa.programs import build_program
 from treeqa.serving import Served, create_app, program_info, write_view
 
@@ -115,6 +124,30 @@ def test_a_full_queue_gets_503_with_retry_after():
         gate.release.set()
         first.join(10)
         assert client.post("/v1/ask", json={"question": Q}).status_code == 200  # the slot is free again
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_against_an_endpoint_requests_are_answered_together(concurrency, monkeypatch):
+    """`serve --concurrency N` against an endpoint sends N questions' calls at once (an endpoint
+    with capacity answers them together); 1, what the embedded engine gets, sends one at a time."""
+    import dspy
+
+    from treeqa.lm import get_lm
+
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    overlap, statuses = Overlap(hold=0.5), []
+    with simulated_endpoint(0, overlap, answer="Paris") as endpoint:
+        lm = get_lm("openai/m", api_base=endpoint.url, cache=False)
+        program = build_program("direct")
+        served = Served(program, lm, dspy.ChatAdapter(), program_info(program, "direct", lm, None))
+        with TestClient(create_app(served, concurrency=concurrency, queue_size=4, time_limit=30)) as client:
+            ask = [threading.Thread(target=lambda i=i: statuses.append(
+                client.post("/v1/ask", json={"question": f"Question {i}?"}).json()["answer"])) for i in range(4)]
+            for thread in ask:
+                thread.start()
+            for thread in ask:
+                thread.join(30)
+    assert statuses == ["Paris"] * 4 and overlap.peak == concurrency
 
 
 def test_a_slow_answer_gets_504_and_the_next_request_waits_for_the_engine():
