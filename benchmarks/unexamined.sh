@@ -7,7 +7,7 @@
 # READ_TOP=none|3|5, the compile committed under runs/hotpotqa-train40-reading), embedded
 # model, --no-cache, one run at a time; every run appends per-question records, so running
 # this again resumes where it stopped.
-#   DATASET=hotpotqa SKIP=100 N=197 [READ_TOP=5] bash benchmarks/unexamined.sh [step ...]
+#   DATASET=hotpotqa SKIP=100 N=197 [READ_TOP=3] bash benchmarks/unexamined.sh [step ...]
 #   steps: rta tor tor-path-judge tor-read record   (default: all but tor-read, in this order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ BIN=${BIN:-.venv/bin}
 DATASET=${DATASET:-hotpotqa}
 SKIP=${SKIP:-100}
 N=${N:-197}
-READ_TOP=${READ_TOP:-5}
+READ_TOP=${READ_TOP:-3}
 OUT=${OUT:-benchmarks/runs/$DATASET-dev-unexamined-skip$SKIP-n$N}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(rta tor tor-path-judge record)
