@@ -20,9 +20,13 @@ from treeqa.evaluation import read_records
 
 def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
     spec = json.loads((run_dir / "spec.json").read_text())
-    examples = load_examples(spec["dataset"], spec["split"], n=spec["n"], seed=spec["seed"])
+    examples = load_examples(spec["dataset"], spec["split"], n=spec["n"], seed=spec["seed"], skip=spec.get("skip", 0))
     gold = {ex.id: ex.get("gold_ids") or [] for ex in examples}
     records = read_records(run_dir / "predictions.jsonl")
+    strangers = [r["id"] for r in records if r["id"] not in gold]
+    if strangers:  # questions of another sample would be scored against no gold at all
+        raise SystemExit(f"{run_dir}: {len(strangers)} records are not questions of its spec's sample "
+                         f"(e.g. {strangers[0]})")
     figures = decisions(spec["program"], records, gold) if records else None
     if run_dir.name == "compiled":  # an optimize run's compiled side: named by its folder
         spec = {**spec, "label": f"{spec['program']} compiled ({run_dir.parent.name})"}
