@@ -84,6 +84,9 @@ def _label(entry: dict) -> str:
     spec = entry["spec"]
     label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
     params = {k: v for k, v in (spec.get("params") or {}).items() if not k.startswith("_")}
+    if "path_judge" in params:  # `evaluate --compiled`: the judge's weights are in the YAML, not the table
+        shown = {k: v for k, v in params.items() if k in ("read_top", "fusion", "expansion", "widths")}
+        return f"{label} compiled (path-judge) {shown}"
     return label + (f" {params}" if params else "")
 
 
