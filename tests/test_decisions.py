@@ -104,3 +104,33 @@ def test_beam_stops_ties_and_calibration():
 
 def test_programs_that_do_not_search_have_no_decisions():
     assert decisions("rta", [], GOLD) is None
+
+
+def test_the_decisions_script_scores_a_skip_run_against_its_own_sample(fixture_data, tmp_path):
+    """`benchmarks/decisions.py` loaded the first n questions whatever the run's `--skip`, so an
+    unexamined run's records met no gold; it now loads the run's own sample, and a record
+    outside it is an error."""
+    import importlib.util
+    import json
+
+    from treeqa.data import load_examples
+    from treeqa.settings import PROJECT_ROOT
+
+    spec = importlib.util.spec_from_file_location("decisions_script", PROJECT_ROOT / "benchmarks" / "decisions.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    first, second = load_examples("hotpotqa", "dev", n=2, seed=0)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "spec.json").write_text(json.dumps({"program": "tor", "dataset": "hotpotqa", "split": "dev",
+                                               "n": 1, "seed": 0, "skip": 1}))
+    gold = second.gold_ids
+    nodes = [{"node": 0, "id": None, "parent": None, "depth": 0, "action": "search", "expanded": True},
+             {"node": 1, "id": gold[0], "parent": 0, "depth": 1, "action": "accept", "relevant": True}]
+    record = {"id": second.id, "em": 1.0, "f1": 1.0, "tree": {"nodes": nodes}}
+    (run / "predictions.jsonl").write_text(json.dumps(record) + "\n")
+    _, figures = script.figures_of(run)
+    assert figures["n"] == 1 and figures["actions"]["accept"] == 1
+    (run / "predictions.jsonl").write_text(json.dumps({**record, "id": first.id}) + "\n")
+    with pytest.raises(SystemExit, match="not questions of its spec's sample"):
+        script.figures_of(run)
