@@ -152,7 +152,7 @@ def main() -> None:
             args.api_base, args.backend = endpoint.url, f"simulated endpoint, {args.latency} s"
             run(args)
     else:
-        args.backend = "api_base" if args.api_base else f"fake LM, {args.latency} s"
+        args.backend = f"endpoint at {args.api_base}" if args.api_base else f"fake LM, {args.latency} s"
         run(args)
 
 

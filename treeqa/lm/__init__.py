@@ -97,7 +97,7 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         kwargs["api_base"] = api_base
         name = server_dialect(name, api_base)
         if name.startswith("hosted_vllm/"):
-            kwargs["extra_body"] = {**UNPENALISED, **kwargs.get("extra_body", {})}
+            kwargs["extra_body"] = {**UNPENALISED, **(kwargs.get("extra_body") or {})}
     if api_key:
         kwargs["api_key"] = api_key
     if "temperature" not in kwargs and not _is_openai_reasoning_model(name):
@@ -111,9 +111,9 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
 
 
 # Plain argmax, as the embedded engine decodes: llama-cpp-python's server penalises repeated
-# tokens by default (1.1), which turned a review's second `true` into `false`: every zero-shot ToR
-# review read "relevant, not sufficient, search", 26 calls a question against 6 (benchmarks/endpoint.md).
-# vLLM, SGLang and llama.cpp's own server default to 1.0 and accept the field.
+# tokens by default (1.1); under it every zero-shot ToR review read "relevant, not sufficient,
+# search", 26 calls a question against 6 without it (benchmarks/endpoint.md). llama.cpp's servers
+# read the field; vLLM ignores a field it does not know (its own repetition_penalty is 1.0).
 UNPENALISED = {"repeat_penalty": 1.0}
 
 
