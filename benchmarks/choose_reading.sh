@@ -7,7 +7,10 @@
 # therefore not comparable and not reported. The judge was fitted on these questions'
 # annotations (HotpotQA train has 100 questions, all used to compile), so EM here is higher
 # than on dev; what matters is the difference between the readers.
-#   bash benchmarks/choose_reading.sh [read_top ...]        (default: none 5 3)
+# A choice is a read_top (none, 3, 5), FUSION-READ_TOP for another fusion reader (e.g.
+# paragraph-5: the accepted paths' paragraphs and the 5 best others, no analyses), or rta (one
+# retrieval on the same questions: the bar the reader has to clear).
+#   bash benchmarks/choose_reading.sh [choice ...]        (default: none 5 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -15,8 +18,16 @@ OUT=${OUT:-benchmarks/runs/hotpotqa-train40-reading}
 choices=("$@")
 [ ${#choices[@]} -gt 0 ] || choices=(none 5 3)
 for rt in "${choices[@]}"; do
+    if [ "$rt" = rta ]; then
+        "$BIN/treeqa" evaluate --program rta --dataset hotpotqa --split train --n 40 --out "$OUT/train40-rta"
+        continue
+    fi
     param=()
-    [ "$rt" = none ] || param=(--param "read_top=$rt")
+    case "$rt" in
+        none) ;;
+        *-*) param=(--param "fusion=${rt%-*}" --param "read_top=${rt#*-}") ;;
+        *) param=(--param "read_top=$rt") ;;
+    esac
     [ -f "$OUT/compile-$rt/compiled.json" ] ||
         "$BIN/treeqa" optimize --program tor --dataset hotpotqa --optimizer path-judge --train 100 --dev 1 \
             "${param[@]}" --out "$OUT/compile-$rt"
@@ -33,9 +44,12 @@ runs = {rt: read_records(out / f"train40-{rt}" / "predictions.jsonl") for rt in 
 for rt, records in runs.items():
     em = 100 * sum(r["em"] for r in records) / len(records)
     fallback = sum(1 for r in records if (r.get("tree") or {}).get("stats", {}).get("fused_from") in ("fallback", "top"))
-    print(f"read_top={rt}: n={len(records)} EM {em:.1f}; no accepted path on {fallback}")
+    print(f"{rt}: n={len(records)} EM {em:.1f}; no accepted path on {fallback}")
 base = choices[0]
 for rt in choices[1:]:
-    c = compare_records(runs[rt], runs[base])
-    print(f"read_top={rt} vs {base}: {json.dumps(c)}")
+    print(f"{rt} vs {base}: {json.dumps(compare_records(runs[rt], runs[base]))}")
+if "rta" in runs:
+    for rt in choices:
+        if rt not in ("rta", base):
+            print(f"{rt} vs rta: {json.dumps(compare_records(runs[rt], runs['rta']))}")
 EOF
