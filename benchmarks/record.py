@@ -23,9 +23,9 @@ from treeqa.runs import comparison_table
 from treeqa.stats import NO_DIFFERENCE, compare_records, run_intervals
 
 HERE = Path(__file__).parent
-FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "lm_calls_per_q", "prompt_tokens_per_q",
-           "prompt_tokens_cached_per_q",
-           "completion_tokens_per_q", "seconds_per_q", "parse_success", "failed_calls", "errors"]
+FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions", "lm_calls_per_q",
+           "prompt_tokens_per_q", "prompt_tokens_cached_per_q", "completion_tokens_per_q", "seconds_per_q",
+           "parse_success", "failed_calls", "errors"]
 
 
 def _entry(run_dir: Path) -> dict:
@@ -69,6 +69,12 @@ def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
     return out
 
 
+def _recall(fig: dict) -> str:
+    """recall@15, and over how many questions where not all have gold paragraphs (NQ)."""
+    among = fig.get("recall@15_questions")
+    return f"{fig.get('recall@15', '–')}" + (f" (of {among})" if among else "")
+
+
 def _cell(fig: dict, key: str) -> str:
     ci = fig.get(f"{key}_ci")
     if ci is None and key == "em" and fig.get("n"):
@@ -105,7 +111,7 @@ def rebuild_readme() -> None:
                         [("zero-shot", entry["zero_shot"]), (f"compiled ({spec['optimizer']})", entry["compiled"])])
             for setting, fig in variants:
                 rows.append(f"| {path.name} | {_label(entry)} | {dataset} | {setting} | {fig.get('n')} | "
-                            f"{_cell(fig, 'em')} | {_cell(fig, 'f1')} | {fig.get('recall@15', '–')} | "
+                            f"{_cell(fig, 'em')} | {_cell(fig, 'f1')} | {_recall(fig)} | "
                             f"{fig.get('lm_calls_per_q')} | {fig.get('seconds_per_q')} |")
     (HERE / "README.md").write_text(
         "# Benchmarks\n\nEvery figure below was measured on a 2-core CPU with the embedded model "

@@ -1,3 +1,4 @@
+import gzip
 import json
 
 import pytest
@@ -27,7 +28,6 @@ def test_2wiki_and_musique_layouts(fixture_data):
 def test_open_domain_layouts(fixture_data):
     nq_test = load_split("nq", "test")
     assert nq_test[0].answers == ["Niklaus Riggenbach", "Riggenbach"]
-    assert "gold_titles" not in nq_test[0]
     nq_dev = load_split("nq", "dev")
     # the DPR TSV quotes a list that holds quotes: read with csv, then as a Python literal
     assert nq_dev[1].question == 'who said "hello world" first'
@@ -188,6 +188,25 @@ def test_corpus_with_wikipedia_and_open_domain(fixture_data):
     nq = load_corpus("nq")
     assert {p.title for p in nq} == {"Lake Lucerne", "Cog railway", "Rigi Railways"}
     assert load_corpus("webq") == nq
+
+
+def test_nq_test_questions_get_their_gold_passage_from_the_oracle_file(fixture_data):
+    first, second = load_split("nq", "test")[:2]
+    # the oracle file lists the first question with its passage: its id is the corpus id, so
+    # recall@k counts it; a question the oracle does not list has no gold (its passage is not in the corpus)
+    rigi = next(p for p in load_corpus("nq") if p.title == "Rigi Railways")
+    assert first.gold_ids == [rigi.id] and first.gold_titles == ["Rigi Railways"]
+    assert "gold_ids" not in second
+    assert all("gold_ids" not in ex for ex in load_split("nq", "dev"))  # dev questions' passages are not there
+
+
+def test_a_malformed_nq_oracle_line_is_named(settings_env, tmp_path):
+    _data_dir_with(tmp_path, "nq/NQ-open.test.jsonl", '{"question": "q1", "answer": ["a"]}\n')
+    with gzip.open(tmp_path / "nq" / "nq-open-oracle.jsonl.gz", "wt") as fh:
+        fh.write('{"question": "q1", "ctxs": [{"title": "T", "text": "t"}]}\n{"question": "q2", "ctxs": [{}]}\n')
+    settings_env(data_dir=tmp_path)
+    with pytest.raises(DataError, match=r"nq-open-oracle.jsonl.gz, line 2: malformed record"):
+        load_split("nq", "test")
 
 
 def test_empty_corpus_is_an_error(settings_env, tmp_path):

@@ -111,6 +111,14 @@ def test_summarize_empty():
     assert summarize([]) == {"n": 0}
 
 
+def test_recall_is_averaged_over_the_questions_that_have_gold_and_says_how_many():
+    base = {"em": 0.0, "f1": 0.0, "lm_calls": 1, "seconds": 1.0}
+    records = [{**base, "id": "a", "recall@15": 1.0}, {**base, "id": "b", "recall@15": 0.0}, {**base, "id": "c"}]
+    summary = summarize(records)
+    assert summary["recall@15"] == 50.0 and summary["recall@15_questions"] == 2
+    assert "recall@15_questions" not in summarize(records[:2])  # every question counted: nothing to say
+
+
 def test_parse_attempts_and_failures_are_recorded():
     lm = DummyLM([{"reply": "not the field asked for"}, {"reply": "still not"}, {"answer": "Rome"}])
     program = EchoProgram()

@@ -202,6 +202,8 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
     recalls = [r[f"recall@{RECALL_K}"] for r in records if f"recall@{RECALL_K}" in r]
     if recalls:
         out[f"recall@{RECALL_K}"] = round(100 * mean(recalls), 2)
+        if len(recalls) < len(records):  # e.g. NQ: only questions whose gold passage is in the corpus
+            out[f"recall@{RECALL_K}_questions"] = len(recalls)
     for key in ("lm_calls", "prompt_tokens", "prompt_tokens_cached", "completion_tokens", "seconds"):
         out[f"{key}_per_q"] = round(mean(r.get(key, 0) for r in records), 2)
     if all("lm_seconds" in r for r in records) and sum(r["seconds"] for r in records) > 0:

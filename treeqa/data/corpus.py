@@ -8,19 +8,25 @@ webq) search the Wikipedia lead sections plus the NQ gold passages.
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from treeqa.data.loaders import SPLITS, DataError, _read_records, data_dir, read_text
+from treeqa.data.loaders import (
+    NQ_GOLD_PASSAGES,
+    SPLITS,
+    DataError,
+    _read_records,
+    data_dir,
+    read_nq_gold_passages,
+    read_text,
+)
 from treeqa.data.passage import Passage, passage_id
 from treeqa.data.passage import clean_whitespace as _clean
 
 __all__ = ["Passage", "corpus_description", "load_corpus", "passage_id"]
 
 WIKIPEDIA_LEADS = "wikipedia/vital_articles_en.json"
-NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
 OPEN_DOMAIN = ("nq", "triviaqa", "webq")
 
 
@@ -77,13 +83,8 @@ def _nq_gold_passages(root: Path) -> Iterator[tuple[str, str]]:
     path = root / NQ_GOLD_PASSAGES
     if not path.is_file():
         raise DataError(f"NQ gold passages: expected the file {path}")
-    with gzip.open(path, "rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            try:
-                for ctx in json.loads(line.decode("utf-8"))["ctxs"]:
-                    yield _text(ctx["title"], "title"), _clean(_text(ctx["text"], "text"))
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise DataError(f"{path}, line {lineno}: malformed record ({exc})") from exc
+    for _, title, text in read_nq_gold_passages(path):
+        yield title, text
 
 
 def dedupe(pairs: Iterable[tuple[str, str]]) -> list[Passage]:

@@ -1,8 +1,9 @@
 """Benchmark questions as `dspy.Example`s, read from the official file layouts.
 
 Every example has `id`, `question`, `answers` (all gold strings) and, for the multi-hop
-sets, `gold_ids` (corpus ids of the supporting paragraphs, what recall@k counts) and
-`gold_titles` (their titles); `question` is the only input. A gold answer that normalises
+sets and the NQ test questions whose gold passage is in the corpus, `gold_ids` (corpus ids of
+the supporting paragraphs, what recall@k counts) and `gold_titles` (their titles); `question`
+is the only input. A gold answer that normalises
 to nothing (e.g. "The") could only ever match an empty prediction, so it is dropped with a
 warning, and a record left without any gold answer is skipped with a warning naming file
 and record.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import gzip
 import io
 import json
 import logging
@@ -70,6 +72,10 @@ SPLITS: dict[str, dict[str, SplitFile]] = {
 }
 
 DATASETS = tuple(SPLITS)
+
+# NQ-open test questions with their gold DPR passage (lost-in-the-middle's oracle file): the
+# open-domain corpus holds these passages, and the NQ test questions listed here get them as gold.
+NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
 
 # The split each dataset is evaluated on by default: the one the papers report. For the
 # open-domain sets that is "test" (NQ: the 3,610 NQ-open questions, whose gold passages are
@@ -320,11 +326,43 @@ def split_path(dataset: str, split: str) -> Path:
     return root / SPLITS[dataset][split].path
 
 
+def read_nq_gold_passages(path: Path) -> Iterator[tuple[str, str, str]]:
+    """(question, title, text) of every gold passage in the NQ oracle file; a malformed line is
+    a `DataError` naming it."""
+    with gzip.open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                rec = json.loads(line.decode("utf-8"))
+                for ctx in rec["ctxs"]:
+                    title, text = ctx["title"], ctx["text"]
+                    if not (isinstance(rec["question"], str) and isinstance(title, str) and isinstance(text, str)):
+                        raise ValueError("question, title and text must be text")
+                    yield rec["question"], title, clean_whitespace(text)
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"{path}, line {lineno}: malformed record ({exc})") from exc
+
+
+def _with_nq_gold(examples: list[dspy.Example], root: Path) -> list[dspy.Example]:
+    """NQ test questions get their gold passage (in the open-domain corpus) as `gold_ids`, so
+    recall@k is measured where the corpus can answer; the others keep none. Without the oracle
+    file (a data dir of questions only) nothing is added."""
+    path = root / NQ_GOLD_PASSAGES
+    if not path.is_file():
+        log.warning("%s not found: NQ test questions get no gold passages (no recall@k)", path)
+        return examples
+    gold: dict[str, list[tuple[str, str]]] = {}
+    for question, title, text in read_nq_gold_passages(path):
+        gold.setdefault(question, []).append((title, text))
+    return [_example(ex.id, ex.question, ex.answers, gold[ex.question]) if ex.question in gold else ex
+            for ex in examples]
+
+
 def load_split(dataset: str, split: str) -> list[dspy.Example]:
     """Every example of a split, in file order."""
     path = split_path(dataset, split)
     if path.is_file():
-        return read_split_file(path, SPLITS[dataset][split].layout, f"{dataset}-{split}")
+        examples = read_split_file(path, SPLITS[dataset][split].layout, f"{dataset}-{split}")
+        return _with_nq_gold(examples, data_dir()) if (dataset, split) == ("nq", "test") else examples
     if get_settings().allow_hub and dataset in HUB and split in HUB[dataset][2]:
         return _load_from_hub(dataset, split)
     hint = " or set TREEQA_ALLOW_HUB=1 to fetch it" if dataset in HUB else ""
