@@ -117,3 +117,37 @@ def test_annotated_without_usable_train_questions_fails_before_any_evaluation(se
         run_optimize(OptimizeSpec(program="direct", optimizer="annotated", train=1, dev=1), tmp_path / "O",
                      echo=lambda *_: None)
     assert engine.calls == [] and not (tmp_path / "O" / "zero-shot").exists()
+
+
+def test_the_beam_on_nq_compiles_from_musique_annotations(train, tmp_path, monkeypatch):
+    """`--train-from musique`: NQ has no annotations, so the beam's Ask demos come from MuSiQue's
+    decompositions, while both evaluations ask NQ questions over the NQ corpus."""
+    import shutil
+
+    from treeqa.optimize import OptimizeSpec, run_optimize
+    from treeqa.settings import get_settings
+
+    for rel in ("nq", "wikipedia"):
+        shutil.copytree(FIXTURE_DATA / rel, get_settings().data_dir / rel)
+    lm = generic_lm({"rigi railway": "Niklaus Riggenbach"})
+    use_lm(monkeypatch, lm)
+    spec = OptimizeSpec(program="beam", dataset="nq", preset="nq", optimizer="annotated", train_from="musique",
+                        train=1, dev=1, retriever="bm25", params={"depth": 1})
+    out = run_optimize(spec, tmp_path / "O", echo=lambda *_: None)
+    report = out["report"]
+    assert report["compile"]["train_dataset"] == "musique" and report["compile"]["lm_calls"] == 0
+    assert report["splits"] == {"train": "train", "dev": "test"}
+    assert report["compile"]["demos"]["ask"] == 2
+    compiled = load_program(tmp_path / "O" / "compiled.json")
+    assert compiled.ask.demos[0]["sub_questions"] == ["Which lake does Weggis sit on?"]
+    assert report["compiled"]["n"] == 1 and "NQ-open.test.jsonl" in report["data"]["questions"]  # asked NQ test
+
+
+def test_train_from_refuses_a_compiler_that_would_search_the_train_questions():
+    from treeqa.optimize import OptimizeSpec
+
+    with pytest.raises(ValueError, match="bootstrap runs the program on the train questions, over the nq corpus"):
+        OptimizeSpec(program="beam", dataset="nq", optimizer="annotated+bootstrap", train_from="musique")
+    with pytest.raises(ValueError, match="unknown dataset 'squad'"):
+        OptimizeSpec(program="beam", dataset="nq", optimizer="annotated", train_from="squad")
+    assert OptimizeSpec(program="beam", dataset="nq", optimizer="path-judge", train_from="hotpotqa").train_from

@@ -414,6 +414,9 @@ def optimize_cmd(
                                                       "else bootstrap).")] = None,
     train: Annotated[int | None, typer.Option(help="Training questions to compile on (default: the program's "
                                                    "default compile's: 100 for path-judge, else 20).")] = None,
+    train_from: Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "
+                                                        "musique's decompositions for the beam on nq); only "
+                                                        "compilers that learn from annotations alone.")] = None,
     dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 20,
     skip: Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a "
                                            "sample already examined), taking the next DEV.")] = 0,
@@ -451,7 +454,8 @@ def optimize_cmd(
         train = default["train"] if optimizer in (None, default["optimizer"]) else 20
     optimizer = optimizer or default["optimizer"]
     try:
-        spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train=train, dev=dev, seed=seed,
+        spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train_from=train_from, train=train,
+                            dev=dev, seed=seed,
                             skip=skip, lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever,
                             corpus=corpus, threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,

@@ -104,6 +104,7 @@ class OptimizeSpec(BaseModel):
     program: str = DEFAULT_PROGRAM
     dataset: str = "hotpotqa"
     optimizer: str = "bootstrap"
+    train_from: str | None = None  # compile on this dataset's train split (annotation-only compilers)
     train: int = Field(20, ge=1)
     dev: int = Field(20, ge=1)  # with train=20, `make demo` takes about 30 minutes on 2 cores
     seed: int = 0
@@ -133,6 +134,15 @@ class OptimizeSpec(BaseModel):
         from treeqa.programs import PROGRAMS
         from treeqa.teleprompt import compilers
 
+        if self.train_from is not None:
+            splits_for(self.train_from)  # an unknown dataset is an error here
+            searching = [n for n in names if not compilers()[n].from_annotations]
+            if searching:
+                able = ", ".join(n for n, c in compilers().items() if c.from_annotations)
+                raise ValueError(f"--train-from {self.train_from}: {', '.join(searching)} runs the program on the "
+                                 f"train questions, over the {self.dataset} corpus that does not hold their "
+                                 "paragraphs; only compilers that learn from the annotations alone can train on "
+                                 f"another dataset ({able})")
         for name in names:
             compiler = compilers()[name]
             if not compiler.fits(PROGRAMS[self.program]):
@@ -150,7 +160,8 @@ class OptimizeSpec(BaseModel):
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
-        exclude = {"threads", "api_base", "cache", "zero_shot_from"} | ({"skip"} if not self.skip else set())
+        exclude = ({"threads", "api_base", "cache", "zero_shot_from"} | ({"skip"} if not self.skip else set())
+                   | ({"train_from"} if self.train_from is None else set()))
         key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(exclude=exclude)}).key()
         return RUNS_DIR / "optimize" / f"{self.dataset}-{label}-{self.optimizer}-{key}"
 
@@ -218,14 +229,15 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
 
     names = stages(spec.optimizer)
     out_dir = Path(out) if out else spec.default_out()
-    train_split, dev_split = splits_for(spec.dataset)
+    train_dataset = spec.train_from or spec.dataset
+    train_split, dev_split = splits_for(train_dataset)[0], splits_for(spec.dataset)[1]
     calls = plan(spec)
     echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
          f"zero-shot ≤ {calls['zero_shot_max']:,}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
          f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}")
     if plan_only:  # computed from the settings: no data read, no index built, no model loaded
         return {"plan": calls, "out": out_dir}
-    trainset = select_examples(spec.dataset, train_split, spec.train, spec.seed, option="--train")
+    trainset = select_examples(train_dataset, train_split, spec.train, spec.seed, option="--train")
     select_examples(spec.dataset, dev_split, spec.dev, spec.seed, spec.skip, option="--dev")
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
     # before any evaluation, so a train set too small for it fails at once
@@ -237,7 +249,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         from treeqa.annotated import usable
 
         if not any(usable(ex) for ex in trainset):
-            raise ValueError(f"--optimizer annotated: none of the {len(trainset)} {spec.dataset} {train_split} "
+            raise ValueError(f"--optimizer {spec.optimizer}: none of the {len(trainset)} {train_dataset} {train_split} "
                              "questions has two or more annotated gold paragraphs (hotpotqa, 2wikimultihopqa "
                              "and musique have them)")
     needs_index = uses_retriever(spec.program, spec.params, spec.preset)
@@ -275,7 +287,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         compiled = load_program(compiled_path, retriever=retriever, expect=spec.program)
         compile_info = read_recipe(compiled_path)[0].get("compile") or {}
     else:
-        echo(f"[2/3] compiling with {spec.optimizer} on {len(trainset)} {spec.dataset} {train_split} questions")
+        echo(f"[2/3] compiling with {spec.optimizer} on {len(trainset)} {train_dataset} {train_split} questions")
         teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
         started = time.perf_counter()
         compiled = program
@@ -288,6 +300,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                 compiled = teleprompter.compile(compiled, trainset=fit_on if held_out else trainset, **kwargs)
         calls_made = sum(len(v) for v in usage.usage_data.values())
         compile_info = {"optimizer": spec.optimizer, "train": len(trainset), "train_split": train_split,
+                        **({"train_dataset": train_dataset} if spec.train_from else {}),
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
                         "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
                         "instructions_changed": changed_instructions(program, compiled)}
@@ -318,7 +331,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         f"Command: `{report['command']}`\n\n{data_line(zero['data'])}\n\n{table}\n\n"
         f"Paired on the same questions (95% paired-bootstrap interval; exact McNemar test on EM); "
         f"'better' or 'worse' only when the interval excludes 0:\n\n{paired_table}\n\n"
-        f"Compiled on {len(trainset)} {train_split} questions in {compile_info.get('seconds', '?')} s "
+        f"Compiled on {len(trainset)} {train_dataset} {train_split} questions in {compile_info.get('seconds', '?')} s "
         f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}; "
         f"instructions rewritten: {compile_info.get('instructions_changed', [])}"
         f"{'; judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}"

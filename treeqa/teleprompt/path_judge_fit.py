@@ -163,5 +163,5 @@ class PathJudgeFit(Teleprompter):
 
 
 register(Compiler("path-judge", lambda c: (PathJudgeFit(k=c.spec.annotated_demos, seed=c.spec.seed), {}),
-                  lambda per_q, n, t: 0, preparer=True, needs_annotations=True,
+                  lambda per_q, n, t: 0, preparer=True, needs_annotations=True, from_annotations=True,
                   fits=lambda cls: "path_judge" in cls.settings_model().model_fields, unfit="has no path judge"))
