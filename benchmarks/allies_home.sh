@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Issue 29: ALLIES where its paper measured it. On 100 seeded test questions of NQ (then
 # TriviaQA and WebQ): direct, rta (top 5), genread, the zero-shot beam with the paper's preset
-# for the set, and the beam compiled (`--optimizer reader`: its Answer compiled on recorded reads
-# of the dev split, which these sets use for training). Embedded model, --no-cache, one run at a
-# time; every run appends per-question records, so running this again resumes where it stopped.
+# for the set, and the beam compiled with its default compile, the path judge, trained on MuSiQue
+# (`--train-from musique`: these sets have no annotations; MuSiQue's decompositions give Ask its
+# demos, its gold paths fit the judge that ranks states; no LM call). `beam-reader` (Answer
+# compiled on recorded reads of the dev split) is an extra step, not in the default list.
+# Embedded model, --no-cache, one run at a time; every run appends per-question records, so
+# running this again resumes where it stopped.
 #   DATASET=nq N=100 bash benchmarks/allies_home.sh [step ...]
-#   steps: direct rta genread beam beam-reader record     (default: all, in this order)
+#   steps: direct rta genread beam beam-compiled record     (default: all, in this order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -14,7 +17,7 @@ N=${N:-100}
 TRAIN=${TRAIN:-100}
 OUT=${OUT:-benchmarks/runs/$DATASET-test$N}
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(direct rta genread beam beam-reader record)
+[ ${#steps[@]} -gt 0 ] || steps=(direct rta genread beam beam-compiled record)
 for step in "${steps[@]}"; do
     case "$step" in
         direct|genread)
@@ -24,14 +27,20 @@ for step in "${steps[@]}"; do
         beam)
             "$BIN/treeqa" evaluate --program beam --preset "$DATASET" --dataset "$DATASET" --n "$N" --no-cache \
                 --out "$OUT/beam" ;;
+        beam-compiled)
+            "$BIN/treeqa" optimize --program beam --preset "$DATASET" --dataset "$DATASET" --optimizer path-judge \
+                --train-from musique --train 100 --dev "$N" --no-cache --zero-shot-from "$OUT/beam" \
+                --out "$OUT/beam-compiled" ;;
         beam-reader)
             "$BIN/treeqa" optimize --program beam --preset "$DATASET" --dataset "$DATASET" --optimizer reader \
                 --train "$TRAIN" --dev "$N" --no-cache --zero-shot-from "$OUT/beam" --out "$OUT/beam-reader" ;;
         record)
-            "$BIN/python" benchmarks/record.py "$DATASET-test$N" "$OUT/direct" "$OUT/rta" "$OUT/genread" "$OUT/beam" \
-                "$OUT/beam-reader" \
-                --pair beam:rta --pair beam:genread --pair beam:direct --pair beam-reader:beam --pair beam-reader:rta \
-                --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled with --optimizer reader on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads plus the NQ-open gold passages; runs one at a time.}" ;;
+            runs=("$OUT/direct" "$OUT/rta" "$OUT/genread" "$OUT/beam" "$OUT/beam-compiled")
+            [ -d "$OUT/beam-reader" ] && runs+=("$OUT/beam-reader")
+            "$BIN/python" benchmarks/record.py "$DATASET-test$N" "${runs[@]}" \
+                --pair beam:rta --pair beam:genread --pair beam:direct --pair beam-compiled:beam \
+                --pair beam-compiled:rta --pair beam-reader:beam --pair beam-reader:rta \
+                --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled (path judge and annotated demos from 100 MuSiQue train questions) on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads plus the NQ-open gold passages; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
 done
