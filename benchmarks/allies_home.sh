@@ -9,6 +9,7 @@
 # running this again resumes where it stopped.
 #   DATASET=nq N=100 bash benchmarks/allies_home.sh [step ...]
 #   steps: direct rta genread beam beam-compiled record     (default: all, in this order)
+#   extra steps: beam-reader; selfask (issue 26: Self-Ask on the same questions, the ALLIES paper's baseline)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -20,7 +21,7 @@ steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(direct rta genread beam beam-compiled record)
 for step in "${steps[@]}"; do
     case "$step" in
-        direct|genread)
+        direct|genread|selfask)
             "$BIN/treeqa" evaluate --program "$step" --dataset "$DATASET" --n "$N" --no-cache --out "$OUT/$step" ;;
         rta)
             "$BIN/treeqa" evaluate --program rta --param k=5 --dataset "$DATASET" --n "$N" --no-cache --out "$OUT/rta" ;;
@@ -36,10 +37,11 @@ for step in "${steps[@]}"; do
                 --train "$TRAIN" --dev "$N" --no-cache --zero-shot-from "$OUT/beam" --out "$OUT/beam-reader" ;;
         record)
             runs=("$OUT/direct" "$OUT/rta" "$OUT/genread" "$OUT/beam" "$OUT/beam-compiled")
-            [ -d "$OUT/beam-reader" ] && runs+=("$OUT/beam-reader")
+            for extra in beam-reader selfask; do [ -d "$OUT/$extra" ] && runs+=("$OUT/$extra"); done
             "$BIN/python" benchmarks/record.py "$DATASET-test$N" "${runs[@]}" \
                 --pair beam:rta --pair beam:genread --pair beam:direct --pair beam-compiled:beam \
                 --pair beam-compiled:rta --pair beam-reader:beam --pair beam-reader:rta \
+                --pair selfask:rta --pair selfask:direct --pair beam:selfask \
                 --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled (path judge and annotated demos from 100 MuSiQue train questions) on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads plus the NQ-open gold passages; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
