@@ -143,6 +143,20 @@ def test_the_beam_on_nq_compiles_from_musique_annotations(train, tmp_path, monke
     assert report["compiled"]["n"] == 1 and "NQ-open.test.jsonl" in report["data"]["questions"]  # asked NQ test
 
 
+def test_musique_relation_hops_become_questions_in_ask_demos(train):
+    from treeqa.annotated import as_question
+
+    assert as_question("Hello Love >> performer") == "What is the performer of Hello Love?"
+    assert as_question("Who was the first president of Wiley ?") == "Who was the first president of Wiley?"
+    hotpot, musique = train
+    example = musique[0].copy(annotation={**musique[0].annotation, "decomposition": [
+        {"question": "Weggis >> located next to body of water", "answer": "Lake Lucerne"},
+        {"question": "#1 >> located in region", "answer": "central Switzerland"}]})
+    ask = AnnotatedFewShot(k=3).compile(build_program("beam", FakeRetriever(), preset="nq"), trainset=[example]).ask
+    assert [d.sub_questions for d in ask.demos] == [["What is the located next to body of water of Weggis?"],
+                                                    ["What is the located in region of Lake Lucerne?"]]
+
+
 def test_train_from_refuses_a_compiler_that_would_search_the_train_questions():
     from treeqa.optimize import OptimizeSpec
 
