@@ -5,11 +5,16 @@
 # (`--train-from musique`: these sets have no annotations; MuSiQue's decompositions give Ask its
 # demos, its gold paths fit the judge that ranks states; no LM call). `beam-reader` (Answer
 # compiled on recorded reads of the dev split) is an extra step, not in the default list.
+# TriviaQA and WebQ: the paper's presets (Table 6) give the beam GENREAD evidence, no retrieval, so
+# there is nothing for a path judge to score; there `beam-compiled` is the `annotated` compile
+# (Ask, Answer and Score demos from MuSiQue, no LM call). The extra steps `beam-retrieval` and
+# `beam-retrieval-compiled` run the same preset with retrieved-and-summarised evidence instead
+# (`--param evidence=retrieval`, N=2 passages as on NQ), zero-shot and with the path judge.
 # Embedded model, --no-cache, one run at a time; every run appends per-question records, so
 # running this again resumes where it stopped.
 #   DATASET=nq N=100 bash benchmarks/allies_home.sh [step ...]
 #   steps: direct rta genread beam beam-compiled record     (default: all, in this order)
-#   extra steps: beam-reader; selfask (issue 26: Self-Ask on the same questions, the ALLIES paper's baseline)
+#   extra steps: beam-reader; beam-retrieval, beam-retrieval-compiled; selfask (issue 26: Self-Ask on the same questions, the ALLIES paper's baseline)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -29,19 +34,30 @@ for step in "${steps[@]}"; do
             "$BIN/treeqa" evaluate --program beam --preset "$DATASET" --dataset "$DATASET" --n "$N" --no-cache \
                 --out "$OUT/beam" ;;
         beam-compiled)
-            "$BIN/treeqa" optimize --program beam --preset "$DATASET" --dataset "$DATASET" --optimizer path-judge \
+            case "$DATASET" in nq) compile=path-judge ;; *) compile=annotated ;; esac
+            "$BIN/treeqa" optimize --program beam --preset "$DATASET" --dataset "$DATASET" --optimizer "$compile" \
                 --train-from musique --train 100 --dev "$N" --no-cache --zero-shot-from "$OUT/beam" \
                 --out "$OUT/beam-compiled" ;;
+        beam-retrieval)
+            "$BIN/treeqa" evaluate --program beam --preset "$DATASET" --param evidence=retrieval --dataset "$DATASET" \
+                --n "$N" --no-cache --out "$OUT/beam-retrieval" ;;
+        beam-retrieval-compiled)
+            "$BIN/treeqa" optimize --program beam --preset "$DATASET" --param evidence=retrieval --dataset "$DATASET" \
+                --optimizer path-judge --train-from musique --train 100 --dev "$N" --no-cache \
+                --zero-shot-from "$OUT/beam-retrieval" --out "$OUT/beam-retrieval-compiled" ;;
         beam-reader)
             "$BIN/treeqa" optimize --program beam --preset "$DATASET" --dataset "$DATASET" --optimizer reader \
                 --train "$TRAIN" --dev "$N" --no-cache --zero-shot-from "$OUT/beam" --out "$OUT/beam-reader" ;;
         record)
             runs=("$OUT/direct" "$OUT/rta" "$OUT/genread" "$OUT/beam" "$OUT/beam-compiled")
-            for extra in beam-reader selfask; do [ -d "$OUT/$extra" ] && runs+=("$OUT/$extra"); done
+            for extra in beam-reader selfask beam-retrieval beam-retrieval-compiled; do
+                [ -d "$OUT/$extra" ] && runs+=("$OUT/$extra"); done
             "$BIN/python" benchmarks/record.py "$DATASET-test$N" "${runs[@]}" \
                 --pair beam:rta --pair beam:genread --pair beam:direct --pair beam-compiled:beam \
                 --pair beam-compiled:rta --pair beam-reader:beam --pair beam-reader:rta \
                 --pair selfask:rta --pair selfask:direct --pair beam:selfask \
+                --pair beam-retrieval:rta --pair beam-retrieval:beam --pair beam-retrieval-compiled:beam-retrieval \
+                --pair beam-retrieval-compiled:rta \
                 --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled (path judge and annotated demos from 100 MuSiQue train questions) on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads plus the NQ-open gold passages; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac

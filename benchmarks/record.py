@@ -52,12 +52,12 @@ def _records_of(run_dir: Path) -> tuple[str, Path]:
 
 def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
     """`A:B` -> the paired comparison of runs A and B (A's gain over B) on EM, F1 and, where
-    both retrieve, recall@15. A run is named by its program (evaluate) or folder (optimize),
-    and always by its folder, which tells two runs of one program apart."""
-    by_name = {}
-    for run_dir in run_dirs:
-        name, records = _records_of(run_dir)
-        by_name[name] = by_name[run_dir.name] = records
+    both retrieve, recall@15. A run is named by its folder, which tells two runs of one program
+    apart, and also by its program (evaluate) where no folder already has that name."""
+    named = [(run_dir.name, *_records_of(run_dir)) for run_dir in run_dirs]
+    by_name = {folder: records for folder, _, records in named}
+    for _, name, records in named:
+        by_name.setdefault(name, records)
     out = {}
     for pair in pairs:
         a, _, b = pair.partition(":")

@@ -165,3 +165,19 @@ def test_train_from_refuses_a_compiler_that_would_search_the_train_questions():
     with pytest.raises(ValueError, match="unknown dataset 'squad'"):
         OptimizeSpec(program="beam", dataset="nq", optimizer="annotated", train_from="squad")
     assert OptimizeSpec(program="beam", dataset="nq", optimizer="path-judge", train_from="hotpotqa").train_from
+
+
+def test_path_judge_on_a_beam_that_retrieves_nothing_is_refused_before_any_question():
+    """The paper's TriviaQA and WebQ presets give the beam GENREAD evidence: no passage for a path
+    judge to score, so the spec is refused up front (it used to fail only after the zero-shot run)."""
+    from treeqa.optimize import OptimizeSpec
+
+    for preset in ("triviaqa", "webq"):
+        with pytest.raises(ValueError, match=f"beam --preset {preset} with evidence=genread it retrieves no passages"):
+            OptimizeSpec(program="beam", dataset=preset, preset=preset, optimizer="path-judge", train_from="musique")
+        with pytest.raises(ValueError, match="retrieves no passages"):
+            OptimizeSpec(program="beam", dataset=preset, preset=preset, optimizer="path-judge+reader")
+        retrieving = OptimizeSpec(program="beam", dataset=preset, preset=preset, optimizer="path-judge",
+                                  train_from="musique", params={"evidence": "retrieval"})
+        assert retrieving.params == {"evidence": "retrieval"}
+        assert OptimizeSpec(program="beam", dataset=preset, preset=preset, optimizer="annotated", train_from="musique")

@@ -18,7 +18,7 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field, model_validator
 
-from treeqa.programs import DEFAULT_PROGRAM, validate_params
+from treeqa.programs import DEFAULT_PROGRAM, resolve_settings, validate_params
 from treeqa.runs import (
     RUNS_DIR,
     EvalSpec,
@@ -149,6 +149,11 @@ class OptimizeSpec(BaseModel):
                 fitting = [p for p, cls in PROGRAMS.items() if compiler.fits(cls)]
                 raise ValueError(f"--optimizer {self.optimizer}: {self.program} {compiler.unfit} "
                                  f"(programs it fits: {', '.join(fitting) or 'none'})")
+            reason = compiler.refuses(PROGRAMS[self.program],
+                                      resolve_settings(self.program, self.params, self.preset))
+            if reason:
+                preset = f" --preset {self.preset}" if self.preset else ""
+                raise ValueError(f"--optimizer {self.optimizer}: {self.program}{preset} {reason}")
         return self
 
     def eval_spec(self) -> EvalSpec:

@@ -56,6 +56,9 @@ class Compiler:
         holds_out: it scores candidates on a held-out part of train (passed as `valset`).
         fits: program class -> whether it can compile that program.
         unfit: why it cannot, as "<program> ..." continues (e.g. "has no path judge").
+        refuses: (program class, resolved settings) -> why it cannot compile the program with these
+            settings (e.g. a path judge with no passages to judge), or None; checked with the spec,
+            before any question is asked.
     """
 
     name: str
@@ -67,6 +70,7 @@ class Compiler:
     holds_out: bool = False
     fits: Callable[[type], bool] = lambda cls: True
     unfit: str = "cannot be compiled this way"
+    refuses: Callable[[type, dict[str, Any]], str | None] = lambda cls, settings: None
 
 
 COMPILERS: dict[str, Compiler] = {}

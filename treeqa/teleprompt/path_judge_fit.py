@@ -162,6 +162,17 @@ class PathJudgeFit(Teleprompter):
         return program
 
 
+def _no_passages(cls: type, settings: dict) -> str | None:
+    """The judge scores retrieved paragraphs: a program set to retrieve none (the beam with the
+    paper's GENREAD evidence, its TriviaQA and WebQ presets) has nothing for it to judge."""
+    if cls.needs_retriever(settings):
+        return None
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items() if k == "evidence") or "these settings"
+    return (f"with {shown} it retrieves no passages for the judge to score (use --param evidence=retrieval, "
+            "or a compiler that needs no passages, such as annotated)")
+
+
 register(Compiler("path-judge", lambda c: (PathJudgeFit(k=c.spec.annotated_demos, seed=c.spec.seed), {}),
                   lambda per_q, n, t: 0, preparer=True, needs_annotations=True, from_annotations=True,
-                  fits=lambda cls: "path_judge" in cls.settings_model().model_fields, unfit="has no path judge"))
+                  fits=lambda cls: "path_judge" in cls.settings_model().model_fields, unfit="has no path judge",
+                  refuses=_no_passages))

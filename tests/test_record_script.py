@@ -1,0 +1,36 @@
+"""`benchmarks/record.py`, the script that writes a benchmark's YAML: which records a pair reads."""
+
+import importlib.util
+import json
+
+from treeqa.settings import PROJECT_ROOT
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("record_script", PROJECT_ROOT / "benchmarks" / "record.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def _run(root, folder, program, ems):
+    run = root / folder
+    run.mkdir()
+    (run / "spec.json").write_text(json.dumps({"program": program}))
+    (run / "predictions.jsonl").write_text("".join(
+        json.dumps({"id": f"q{i}", "question": f"q{i}", "prediction": "x", "em": em, "f1": em}) + "\n"
+        for i, em in enumerate(ems)))
+    return run
+
+
+def test_two_runs_of_one_program_pair_by_their_folders(tmp_path):
+    """Two evaluate runs of the beam (the paper's preset and `evidence=retrieval`) were both named
+    "beam", so the later one's records stood in for "beam" too and "beam-retrieval:beam" paired a
+    run with itself; a folder's name now always means that folder's records."""
+    beam = _run(tmp_path, "beam", "beam", [0, 0, 0, 1])
+    retrieval = _run(tmp_path, "beam-retrieval", "beam", [1, 1, 1, 1])
+    rta = _run(tmp_path, "rta", "rta", [0, 1, 0, 1])
+    pairs = _script()._pairs([beam, rta, retrieval], ["beam-retrieval:beam", "beam:rta", "beam-retrieval:rta"])
+    assert pairs["beam-retrieval vs beam"]["em"]["diff"] == 75.0
+    assert pairs["beam vs rta"]["em"]["diff"] == -25.0
+    assert pairs["beam-retrieval vs rta"]["em"]["diff"] == 50.0
