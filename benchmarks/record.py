@@ -5,8 +5,7 @@
 Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa optimize`
 (report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
 (EM and F1 with 95% bootstrap intervals), like pyserini's regression files, and for each
-`--pair A:B` (evaluate runs named by program or folder, optimize runs by folder name, with
-their compiled records) the paired comparison on their common questions. README.md in this
+`--pair A:B` (runs named by their folder's name, optimize runs with their compiled records) the paired comparison on their common questions. README.md in this
 folder is rebuilt from every YAML here.
 """
 
@@ -42,22 +41,19 @@ def _entry(run_dir: Path) -> dict:
             "figures": {k: figures[k] for k in FIGURES if k in figures}}
 
 
-def _records_of(run_dir: Path) -> tuple[str, Path]:
-    """A run's name for `--pair` and its records: an evaluate run by its program, an optimize
-    run by its folder's name, with its compiled program's records."""
+def _records_of(run_dir: Path) -> Path:
+    """A run's records: an evaluate run's own, an optimize run's compiled program's."""
     if (run_dir / "report.json").is_file():
-        return run_dir.name, run_dir / "compiled" / "predictions.jsonl"
-    return json.loads((run_dir / "spec.json").read_text())["program"], run_dir / "predictions.jsonl"
+        return run_dir / "compiled" / "predictions.jsonl"
+    return run_dir / "predictions.jsonl"
 
 
 def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
     """`A:B` -> the paired comparison of runs A and B (A's gain over B) on EM, F1 and, where
-    both retrieve, recall@15. A run is named by its folder, which tells two runs of one program
-    apart, and also by its program (evaluate) where no folder already has that name."""
-    named = [(run_dir.name, *_records_of(run_dir)) for run_dir in run_dirs]
-    by_name = {folder: records for folder, _, records in named}
-    for _, name, records in named:
-        by_name.setdefault(name, records)
+    both retrieve, recall@15. A run is named by its folder only: a program's name would be
+    ambiguous between two runs of it (the beam with two evidence settings, a compiled ToR run
+    with `evaluate --compiled`), and could pair a run with itself."""
+    by_name = {run_dir.name: _records_of(run_dir) for run_dir in run_dirs}
     out = {}
     for pair in pairs:
         a, _, b = pair.partition(":")

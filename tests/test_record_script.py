@@ -34,3 +34,16 @@ def test_two_runs_of_one_program_pair_by_their_folders(tmp_path):
     assert pairs["beam-retrieval vs beam"]["em"]["diff"] == 75.0
     assert pairs["beam vs rta"]["em"]["diff"] == -25.0
     assert pairs["beam-retrieval vs rta"]["em"]["diff"] == 50.0
+
+
+def test_a_program_name_never_stands_for_one_of_two_runs(tmp_path):
+    """With the zero-shot "tor" run still unfinished (not recorded), "tor" meant the compiled
+    `evaluate --compiled` run, the other run of program tor, and "tor-path-judge-read-3:tor" paired
+    that run with itself; a name that is no run's folder is now skipped."""
+    compiled = _run(tmp_path, "tor-path-judge-read-3", "tor", [1, 0])
+    rta = _run(tmp_path, "rta", "rta", [0, 0])
+    pairs = _script()._pairs([compiled, rta], ["tor-path-judge-read-3:tor", "tor-path-judge-read-3:rta"])
+    assert list(pairs) == ["tor-path-judge-read-3 vs rta"]
+    other = _run(tmp_path, "beam-retrieval", "beam", [1, 1])
+    beam = _run(tmp_path, "beam-x", "beam", [0, 0])
+    assert _script()._pairs([other, beam], ["beam:beam-x"]) == {}
