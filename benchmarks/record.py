@@ -22,7 +22,7 @@ from treeqa.runs import comparison_table
 from treeqa.stats import NO_DIFFERENCE, compare_records, run_intervals
 
 HERE = Path(__file__).parent
-FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions", "lm_calls_per_q",
+FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions", "answer_hit@15", "lm_calls_per_q",
            "prompt_tokens_per_q", "prompt_tokens_cached_per_q", "completion_tokens_per_q", "seconds_per_q",
            "parse_success", "failed_calls", "errors"]
 
@@ -61,7 +61,7 @@ def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
             print(f"--pair {pair}: skipped, not both among the runs ({', '.join(by_name)})")
             continue
         out[f"{a} vs {b}"] = compare_records(read_records(by_name[a]), read_records(by_name[b]),
-                                             keys=("em", "f1", "recall@15"))
+                                             keys=("em", "f1", "recall@15", "answer_hit@15"))
     return out
 
 
@@ -93,8 +93,8 @@ def _label(entry: dict) -> str:
 
 
 def rebuild_readme() -> None:
-    rows = ["| file | program | dataset | setting | n | EM [95% CI] | F1 [95% CI] | R@15 | calls/q | s/q |",
-            "|---" * 10 + "|"]
+    rows = ["| file | program | dataset | setting | n | EM [95% CI] | F1 [95% CI] | R@15 | A@15 | calls/q | s/q |",
+            "|---" * 11 + "|"]
     paired = []
     for path in sorted(HERE.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text())
@@ -108,6 +108,7 @@ def rebuild_readme() -> None:
             for setting, fig in variants:
                 rows.append(f"| {path.name} | {_label(entry)} | {dataset} | {setting} | {fig.get('n')} | "
                             f"{_cell(fig, 'em')} | {_cell(fig, 'f1')} | {_recall(fig)} | "
+                            f"{fig.get('answer_hit@15', '–')} | "
                             f"{fig.get('lm_calls_per_q')} | {fig.get('seconds_per_q')} |")
     (HERE / "README.md").write_text(
         "# Benchmarks\n\nEvery figure below was measured on a 2-core CPU with the embedded model "
@@ -121,7 +122,9 @@ def rebuild_readme() -> None:
         "one question is 3.3 EM; whether two rows differ is not read off their intervals but from a paired "
         "comparison on the same questions (below). The dev30 files were recorded before the intervals existed: "
         "their EM interval is computed from n and the EM count (the same bootstrap), their F1 has none, and their "
-        "recall@15 counted gold titles, not gold paragraphs.\n\n" + "\n".join(rows)
+        "recall@15 counted gold titles, not gold paragraphs. R@15 is recall@15 of the gold paragraphs; A@15 the share of "
+        "questions where one of the first 15 passages seen holds a gold answer (DPR's has-answer test, ALLIES' "
+        "Table 3), recorded since 2026-11-24's third session (– in older runs).\n\n" + "\n".join(rows)
         + "\n\n## Paired comparisons\n\n"
         "A vs B on their common questions: the mean difference A - B with its 95% paired-bootstrap interval, the "
         "questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse "

@@ -21,7 +21,8 @@ class EchoProgram(dspy.Module):
         if "explode" in question:
             raise RuntimeError("boom")
         pred = self.answer(question=question)
-        return dspy.Prediction(answer=pred.answer, retrieved=[Passage("1", "Paris", "x"), Passage("2", "Lyon", "y")],
+        return dspy.Prediction(answer=pred.answer, retrieved=[Passage("1", "Paris", "x"),
+                                                                  Passage("2", "Lyon", "Lyon lies south of Paris.")],
                                failures=[])
 
 
@@ -42,10 +43,12 @@ def test_scores_records_errors_and_resumes(tmp_path):
     a, b, c = result["records"]
     assert (a["em"], c["em"]) == (1.0, 0.0)
     assert a["recall@15"] == 0.5 and "recall@15" not in c
+    assert (a["answer_hit@15"], c["answer_hit@15"]) == (1.0, 0.0) and "answer_hit@15" not in b  # gold in a text
     assert b["error"] == "RuntimeError: boom" and b["em"] == 0.0
     assert a["lm_calls"] == 1
     s = result["summary"]
     assert s["n"] == 3 and s["em"] == pytest.approx(33.33) and s["errors"] == 1
+    assert s["answer_hit@15"] == 50.0  # over the questions that retrieved
     assert [r["id"] for r in read_records(out)] == ["a", "b", "c"]
 
     # a second run over the same file redoes nothing

@@ -1,6 +1,6 @@
 import pytest
 
-from treeqa.metrics import exact_match, f1_score, normalize_answer, recall_at_k
+from treeqa.metrics import answer_hit_at_k, answer_in_text, exact_match, f1_score, normalize_answer, recall_at_k
 
 
 @pytest.mark.parametrize("raw, expected", [
@@ -62,3 +62,17 @@ def test_recall_at_k():
         recall_at_k(retrieved, [], 3)
     with pytest.raises(ValueError):
         recall_at_k(retrieved, ["A"], 0)
+
+
+def test_a_gold_answer_in_a_passage_counts_as_whole_words_after_normalising():
+    """DPR's has-answer test, ALLIES' Table 3: where no gold passage is annotated (TriviaQA, WebQ)."""
+    assert answer_in_text("It was won by the Philadelphia Eagles in 2018.", ["2018", "Eagles"])
+    assert answer_in_text("Capital: BELGRADE, Serbia", ["Belgrade"])  # case and punctuation
+    assert not answer_in_text("Grandeur in 20189 acres", ["2018"])  # whole words only
+    assert not answer_in_text("the the", ["The"])  # a gold that normalises to nothing never hits
+    texts = ["nothing here", "nor here", "Rudolf Hess was the last inmate"]
+    assert answer_hit_at_k(texts, ["Rudolf Hess"], 3) == 1.0
+    assert answer_hit_at_k(texts, ["Rudolf Hess"], 2) == 0.0
+    assert answer_hit_at_k([], ["x"], 15) == 0.0
+    with pytest.raises(ValueError):
+        answer_hit_at_k(texts, ["x"], 0)

@@ -47,3 +47,17 @@ def test_a_program_name_never_stands_for_one_of_two_runs(tmp_path):
     other = _run(tmp_path, "beam-retrieval", "beam", [1, 1])
     beam = _run(tmp_path, "beam-x", "beam", [0, 0])
     assert _script()._pairs([other, beam], ["beam:beam-x"]) == {}
+
+
+def test_answer_hits_reads_the_passages_a_tree_kept_and_skips_a_beam_that_retrieved_none():
+    spec = importlib.util.spec_from_file_location("answer_hits", PROJECT_ROOT / "benchmarks" / "answer_hits.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    beam = {"tree": {"settings": {"evidence": "retrieval"}, "states": [
+        {"id": 2, "passages": [{"id": "c"}, {"id": "a"}]}, {"id": 0, "passages": []},
+        {"id": 1, "passages": [{"id": "a"}, {"id": "b"}]}]}}
+    assert script._seen_ids(beam) == ["a", "b", "c"]  # states in the order made, each passage once
+    assert script._seen_ids({"tree": {"settings": {"evidence": "genread"}, "states": []}}) is None
+    steps = {"tree": {"nodes": [{"ids": ["x"]}, {"ids": []}, {"ids": ["y", "x"]}]}}
+    assert script._seen_ids(steps) == ["x", "y"]
+    assert script._seen_ids({"prediction": "rta keeps no tree"}) is None

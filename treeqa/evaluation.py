@@ -22,7 +22,7 @@ from typing import Any
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from treeqa.metrics import RECALL_K, exact_match, f1_score, recall_at_k
+from treeqa.metrics import RECALL_K, answer_hit_at_k, exact_match, f1_score, recall_at_k
 from treeqa.stats import run_intervals
 
 log = logging.getLogger(__name__)
@@ -47,11 +47,10 @@ class ParseCounter(BaseCallback):
             self.failures[name] = self.failures.get(name, 0) + 1
 
 
-def _retrieved_ids(prediction: Any) -> list[str] | None:
+def _retrieved(prediction: Any) -> list | None:
+    """The passages a program saw, first-retrieved first; None for a program that retrieves none."""
     retrieved = getattr(prediction, "retrieved", None) if prediction is not None else None
-    if retrieved is None:
-        return None
-    return [p.id for p in retrieved]
+    return None if retrieved is None else list(retrieved)
 
 
 def _usage(tracker) -> dict[str, int]:
@@ -94,10 +93,12 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     record["prediction"] = answer
     record["em"] = exact_match(answer, example.answers)
     record["f1"] = round(f1_score(answer, example.answers), 4)
-    ids = _retrieved_ids(prediction)
+    retrieved = _retrieved(prediction)
     gold = example.get("gold_ids")
-    if ids is not None and gold:
-        record[f"recall@{RECALL_K}"] = round(recall_at_k(ids, gold, RECALL_K), 4)
+    if retrieved is not None and gold:
+        record[f"recall@{RECALL_K}"] = round(recall_at_k([p.id for p in retrieved], gold, RECALL_K), 4)
+    if retrieved is not None:  # where no gold passage is annotated (TriviaQA, WebQ) the only retrieval figure
+        record[f"answer_hit@{RECALL_K}"] = answer_hit_at_k([p.text for p in retrieved], example.answers, RECALL_K)
     failures = list(getattr(prediction, "failures", None) or []) if prediction is not None else []
     record["parse_attempts"] = parses.attempts
     record["parse_failures"] = parses.failures
@@ -204,6 +205,9 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
         out[f"recall@{RECALL_K}"] = round(100 * mean(recalls), 2)
         if len(recalls) < len(records):  # e.g. NQ: only questions whose gold passage is in the corpus
             out[f"recall@{RECALL_K}_questions"] = len(recalls)
+    hits = [r[f"answer_hit@{RECALL_K}"] for r in records if f"answer_hit@{RECALL_K}" in r]
+    if hits:
+        out[f"answer_hit@{RECALL_K}"] = round(100 * mean(hits), 2)
     for key in ("lm_calls", "prompt_tokens", "prompt_tokens_cached", "completion_tokens", "seconds"):
         out[f"{key}_per_q"] = round(mean(r.get(key, 0) for r in records), 2)
     if all("lm_seconds" in r for r in records) and sum(r["seconds"] for r in records) > 0:

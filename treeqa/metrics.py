@@ -76,3 +76,18 @@ def recall_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:
     if not wanted:
         raise ValueError("recall@k needs at least one gold paragraph")
     return len(wanted & set(retrieved[:k])) / len(wanted)
+
+
+def answer_in_text(text: str, golds: str | Sequence[str]) -> bool:
+    """Whether a normalised gold answer stands in the normalised text as whole words: DPR's
+    "has answer" test, how the open-domain papers (ALLIES' Table 3) count a retrieval as a hit
+    where no gold passage is annotated."""
+    haystack = f" {normalize_answer(text)} "
+    return any((gold := normalize_answer(g)) and f" {gold} " in haystack for g in _as_list(golds))
+
+
+def answer_hit_at_k(texts: Sequence[str], golds: str | Sequence[str], k: int) -> float:
+    """1.0 when any of the first k passages holds a gold answer (see `answer_in_text`)."""
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+    return float(any(answer_in_text(text, golds) for text in texts[:k]))

@@ -103,7 +103,7 @@ def _with_ci(summary: dict[str, Any], key: str) -> str:
 def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
     """Rows of summary figures (label -> summary) as a Markdown table; EM and F1 carry their
     95% bootstrap intervals."""
-    columns = ["n", "em", "f1", "recall@15", "lm_calls_per_q", "prompt_tokens_per_q",
+    columns = ["n", "em", "f1", "recall@15", "answer_hit@15", "lm_calls_per_q", "prompt_tokens_per_q",
                "completion_tokens_per_q", "seconds_per_q", "failed_calls", "errors"]
     headers = {"em": "em [95% CI]", "f1": "f1 [95% CI]"}
     lines = ["| program | " + " | ".join(headers.get(c, c) for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
