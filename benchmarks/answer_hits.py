@@ -48,7 +48,10 @@ def hits_of(run_dir: Path) -> tuple[str, list[float] | None]:
     """The run's name and its per-question answer hits (questions it answered without an error);
     None for a run that retrieves nothing."""
     report = run_dir / "report.json"
-    spec = json.loads(report.read_text())["spec"] if report.is_file() else json.loads((run_dir / "spec.json").read_text())
+    if report.is_file():
+        spec = json.loads(report.read_text())["spec"]
+    else:
+        spec = json.loads((run_dir / "spec.json").read_text())
     records = read_records(run_dir / ("compiled/predictions.jsonl" if report.is_file() else "predictions.jsonl"))
     records = [r for r in records if not r.get("error")]
     if all(KEY in r for r in records):
@@ -83,8 +86,8 @@ def main() -> None:
     table = "\n".join(rows)
     print(table)
     if args.out:
-        args.out.write_text(f"# answer_hit@15 (`python benchmarks/answer_hits.py`)\n\n{__doc__.split(chr(10) * 2)[0]}\n\n"
-                            f"{table}\n")
+        intro = __doc__.split("\n\n")[0]
+        args.out.write_text(f"# answer_hit@15 (`python benchmarks/answer_hits.py`)\n\n{intro}\n\n{table}\n")
 
 
 if __name__ == "__main__":

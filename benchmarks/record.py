@@ -5,8 +5,9 @@
 Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa optimize`
 (report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
 (EM and F1 with 95% bootstrap intervals), like pyserini's regression files, and for each
-`--pair A:B` (runs named by their folder's name, optimize runs with their compiled records) the paired comparison on their common questions. README.md in this
-folder is rebuilt from every YAML here.
+`--pair A:B` (runs named by their folder's name, optimize runs with their compiled records)
+the paired comparison on their common questions. README.md in this folder is rebuilt from
+every YAML here.
 """
 
 from __future__ import annotations
@@ -122,9 +123,9 @@ def rebuild_readme() -> None:
         "one question is 3.3 EM; whether two rows differ is not read off their intervals but from a paired "
         "comparison on the same questions (below). The dev30 files were recorded before the intervals existed: "
         "their EM interval is computed from n and the EM count (the same bootstrap), their F1 has none, and their "
-        "recall@15 counted gold titles, not gold paragraphs. R@15 is recall@15 of the gold paragraphs; A@15 the share of "
-        "questions where one of the first 15 passages seen holds a gold answer (DPR's has-answer test, ALLIES' "
-        "Table 3), recorded since 2026-11-24's third session (– in older runs).\n\n" + "\n".join(rows)
+        "recall@15 counted gold titles, not gold paragraphs. R@15 is recall@15 of the gold paragraphs; A@15 the "
+        "share of questions where one of the first 15 passages seen holds a gold answer (DPR's has-answer test, "
+        "ALLIES' Table 3), recorded since 2026-11-24's third session (– in older runs).\n\n" + "\n".join(rows)
         + "\n\n## Paired comparisons\n\n"
         "A vs B on their common questions: the mean difference A - B with its 95% paired-bootstrap interval, the "
         "questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse "
