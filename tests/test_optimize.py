@@ -204,8 +204,39 @@ def test_the_zero_shot_side_can_start_from_a_reference_run(scripted, tmp_path):
     assert report["zero_shot"]["n"] == 2 and (reference / "predictions.jsonl").read_text() == before
     other = tmp_path / "other"
     run_evaluation(_spec(dev=1).eval_spec(), other)
+    calls = len(scripted._engine_spec.calls)
     with pytest.raises(ValueError, match="holds a run of another spec"):
         run_optimize(_spec(zero_shot_from=str(other)), tmp_path / "O2")
+    assert len(scripted._engine_spec.calls) == calls and not (tmp_path / "O2").exists()  # refused up front
+
+
+def test_the_compile_runs_first_and_the_zero_shot_run_is_adopted_as_it_stands_then(scripted, tmp_path,
+                                                                                    monkeypatch):
+    """A long optimize reports its compile and compiled run first; a zero-shot run another process
+    is still filling is taken at the end, with what it has by then."""
+    import treeqa.optimize as optimize
+    from treeqa.runs import run_evaluation
+
+    spec = _spec()
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    (reference / "spec.json").write_text(spec.eval_spec().model_dump_json())  # an empty run of the spec
+    order, real_run = [], optimize.run_evaluation
+
+    def spy(eval_spec, out_dir, program=None):
+        order.append(out_dir.name)
+        result = real_run(eval_spec, out_dir, program=program)
+        if out_dir.name == "compiled":  # meanwhile the reference run grows to both questions
+            run_evaluation(eval_spec, reference)
+        return result
+
+    monkeypatch.setattr(optimize, "run_evaluation", spy)
+    calls = len(scripted._engine_spec.calls)
+    report = run_optimize(_spec(zero_shot_from=str(reference)), tmp_path / "O")["report"]
+    assert order == ["compiled", "zero-shot"]
+    # the train question, the two compiled dev questions, the reference's two; none asked again
+    assert len(scripted._engine_spec.calls) - calls == 1 + 2 + 2
+    assert report["zero_shot"]["n"] == 2
 
 
 def test_the_plain_command_compiles_with_the_programs_default(fixture_data):

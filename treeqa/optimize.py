@@ -23,6 +23,7 @@ from treeqa.runs import (
     RUNS_DIR,
     EvalSpec,
     adopt_run,
+    check_adoptable,
     check_spec_names,
     comparison_table,
     data_line,
@@ -226,7 +227,7 @@ def check_compiled_matches(compile_info: dict, spec: OptimizeSpec, path: Path) -
 
 def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only: bool = False,
                  echo=print) -> dict[str, Any]:
-    """Zero-shot eval, compile on train against EM, compiled eval, report; resumable."""
+    """Compile on train against EM, evaluate compiled then zero-shot on dev, report; resumable."""
     from treeqa.compiled import load_program, read_recipe, save_compiled
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
@@ -242,6 +243,9 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
          f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}")
     if plan_only:  # computed from the settings: no data read, no index built, no model loaded
         return {"plan": calls, "out": out_dir}
+    eval_spec = spec.eval_spec()
+    if spec.zero_shot_from:  # refused now, not after the compile and the compiled run
+        check_adoptable(Path(spec.zero_shot_from), eval_spec)
     trainset = select_examples(train_dataset, train_split, spec.train, spec.seed, option="--train")
     select_examples(spec.dataset, dev_split, spec.dev, spec.seed, spec.skip, option="--dev")
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
@@ -275,24 +279,16 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                                out_dir / "compiled.json")
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(spec.model_dump_json(indent=2))
-    eval_spec = spec.eval_spec()
-
-    zero_dir = out_dir / "zero-shot"
-    if spec.zero_shot_from and not (zero_dir / "predictions.jsonl").is_file():
-        adopt_run(Path(spec.zero_shot_from), zero_dir, eval_spec)
-        echo(f"      zero-shot records taken from {spec.zero_shot_from}")
-    echo(f"[1/3] zero-shot {spec.program} on {spec.dev} {spec.dataset} {dev_split} questions")
-    zero = run_evaluation(eval_spec, zero_dir, program=program)
 
     compiled_path = out_dir / "compiled.json"
     lm = get_lm(spec.lm, api_base=spec.api_base)
     compile_info: dict[str, Any]
     if compiled_path.is_file():
-        echo(f"[2/3] compiled program found at {compiled_path}: loading it")
+        echo(f"[1/3] compiled program found at {compiled_path}: loading it")
         compiled = load_program(compiled_path, retriever=retriever, expect=spec.program)
         compile_info = read_recipe(compiled_path)[0].get("compile") or {}
     else:
-        echo(f"[2/3] compiling with {spec.optimizer} on {len(trainset)} {train_dataset} {train_split} questions")
+        echo(f"[1/3] compiling with {spec.optimizer} on {len(trainset)} {train_dataset} {train_split} questions")
         teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
         started = time.perf_counter()
         compiled = program
@@ -318,8 +314,18 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                       extra={"compile": compile_info, **({"corpus": spec.corpus} if spec.corpus else {})})
         echo(f"      compiled in {compile_info['seconds']:.0f}s with {calls_made} LM calls; saved to {compiled_path}")
 
-    echo(f"[3/3] compiled {spec.program} on the same {spec.dev} questions")
+    echo(f"[2/3] compiled {spec.program} on {spec.dev} {spec.dataset} {dev_split} questions")
     comp = run_evaluation(eval_spec, out_dir / "compiled", program=compiled)
+
+    # the zero-shot side last: a long compile or compiled run reports first, and a run adopted
+    # with --zero-shot-from is taken as it stands now (another process may have grown it)
+    zero_dir = out_dir / "zero-shot"
+    if spec.zero_shot_from and not (zero_dir / "predictions.jsonl").is_file():
+        adopt_run(Path(spec.zero_shot_from), zero_dir, eval_spec)
+        echo(f"      zero-shot records taken from {spec.zero_shot_from}")
+    echo(f"[3/3] zero-shot {spec.program} on the same {spec.dev} questions")
+    zero = run_evaluation(eval_spec, zero_dir, program=build_program(spec.program, retriever, preset=spec.preset,
+                                                                      **spec.params))
 
     rows = {f"{spec.program} zero-shot": zero["summary"],
             f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}

@@ -181,6 +181,15 @@ def adopt_run(source: Path, out_dir: Path, spec: EvalSpec) -> None:
     """Start `out_dir` from a finished (or partial) run of the same spec in `source`, so its
     questions are not asked again (optimize's zero-shot side reusing a reference run). The
     source is only read; a run of another spec is refused, naming both."""
+    check_adoptable(source, spec)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("spec.json", "predictions.jsonl"):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, out_dir / name)
+
+
+def check_adoptable(source: Path, spec: EvalSpec) -> None:
+    """Refuse a `source` that is not a run of `spec`, before anything is run."""
     spec_file = source / "spec.json"
     if not spec_file.is_file():
         raise ValueError(f"{source} is not a run folder (no spec.json)")
@@ -188,10 +197,6 @@ def adopt_run(source: Path, out_dir: Path, spec: EvalSpec) -> None:
     if earlier.key() != spec.key():
         raise ValueError(f"{source} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                          f"  needed: {describe_spec(spec)}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("spec.json", "predictions.jsonl"):
-        if (source / name).is_file():
-            shutil.copyfile(source / name, out_dir / name)
 
 
 def describe_spec(spec: EvalSpec) -> str:
