@@ -10,8 +10,9 @@
 #   DATASET=hotpotqa SKIP=100 N=197 [READ_TOP=3] bash benchmarks/unexamined.sh [step ...]
 #   steps: rta tor tor-path-judge tor-read tor-path-judge-reader record
 #   (default: all but tor-read, in this order). tor-path-judge-reader is the composed compile
-#   (issue 24, item 2): the judge first, then the reader compiled on the judged program's recorded
-#   reads of the 100 train questions (BootstrapFewShotWithRandomSearch against EM).
+#   (issue 24, item 2): the judge first (reading the top READ_TOP, as chosen on train), then the
+#   reader compiled on the judged program's recorded reads of the 100 train questions
+#   (BootstrapFewShotWithRandomSearch against EM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -33,19 +34,21 @@ for step in "${steps[@]}"; do
         tor-path-judge)
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge \
                 --train 100 --skip "$SKIP" --dev "$N" --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-path-judge" ;;
-        tor-path-judge-reader)
+        tor-path-judge-reader)  # on top of the reading chosen on train; its zero-shot side (ToR reading
+            # the top READ_TOP without a judge) runs last and is not one of the four: stop it when not wanted
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge+reader \
-                --train 100 --skip "$SKIP" --dev "$N" --no-cache --zero-shot-from "$OUT/tor" \
-                --out "$OUT/tor-path-judge-reader" ;;
+                --param "read_top=$READ_TOP" --train 100 --skip "$SKIP" --dev "$N" --no-cache \
+                --out "$OUT/tor-path-judge-read-$READ_TOP-reader" ;;
         record)
             runs=()  # a table still being filled: record the finished runs, pair what exists
-            for run in rta tor tor-path-judge "tor-path-judge-read-$READ_TOP" tor-path-judge-reader; do
-                [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/report.json" ] && runs+=("$OUT/$run"); done
+            for run in rta tor tor-path-judge "tor-path-judge-read-$READ_TOP" "tor-path-judge-read-$READ_TOP-reader"; do
+                [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/compiled/summary.json" ] && runs+=("$OUT/$run")
+            done
             "$BIN/python" benchmarks/record.py "$DATASET-dev-unexamined-skip$SKIP-n$N" "${runs[@]}" \
                 --pair tor-path-judge:tor --pair tor-path-judge:rta --pair tor:rta \
                 --pair "tor-path-judge-read-$READ_TOP:rta" --pair "tor-path-judge-read-$READ_TOP:tor" \
-                --pair tor-path-judge-reader:rta --pair tor-path-judge-reader:tor \
-                --pair tor-path-judge-reader:tor-path-judge \
+                --pair "tor-path-judge-read-$READ_TOP-reader:rta" --pair "tor-path-judge-read-$READ_TOP-reader:tor" \
+                --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge-read-$READ_TOP" \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR, ToR compiled with --optimizer path-judge (with read_top=3, and with the reader compiled on top) on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
