@@ -35,16 +35,20 @@ def _entry(run_dir: Path) -> dict:
                 "compile": report["compile"], "versions": report["versions"],
                 "zero_shot": {k: report["zero_shot"][k] for k in FIGURES if k in report["zero_shot"]},
                 "compiled": {k: report["compiled"][k] for k in FIGURES if k in report["compiled"]}}
+    kind = "evaluate"
+    if not (run_dir / "summary.json").is_file() and (run_dir / "compiled" / "summary.json").is_file():
+        kind, run_dir = "optimize, compiled side only (its zero-shot side unfinished)", run_dir / "compiled"
     summary = json.loads((run_dir / "summary.json").read_text())
     figures = {**summary["summary"], **run_intervals(read_records(run_dir / "predictions.jsonl"))}
-    return {"kind": "evaluate", "command": summary["command"], "spec": summary["spec"],
+    return {"kind": kind, "command": summary["command"], "spec": summary["spec"],
             "data": summary.get("data"), "versions": summary["versions"],
             "figures": {k: figures[k] for k in FIGURES if k in figures}}
 
 
 def _records_of(run_dir: Path) -> Path:
-    """A run's records: an evaluate run's own, an optimize run's compiled program's."""
-    if (run_dir / "report.json").is_file():
+    """A run's records: an evaluate run's own, an optimize run's compiled program's (also while
+    its zero-shot side, which runs last, is unfinished)."""
+    if (run_dir / "report.json").is_file() or not (run_dir / "predictions.jsonl").is_file():
         return run_dir / "compiled" / "predictions.jsonl"
     return run_dir / "predictions.jsonl"
 

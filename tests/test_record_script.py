@@ -61,3 +61,20 @@ def test_answer_hits_reads_the_passages_a_tree_kept_and_skips_a_beam_that_retrie
     steps = {"tree": {"nodes": [{"ids": ["x"]}, {"ids": []}, {"ids": ["y", "x"]}]}}
     assert script._seen_ids(steps) == ["x", "y"]
     assert script._seen_ids({"prediction": "rta keeps no tree"}) is None
+
+
+def test_an_optimize_run_pairs_by_its_compiled_records_before_its_zero_shot_side_finishes(tmp_path):
+    """optimize runs its zero-shot side last, so a long one has compiled records and no report
+    for hours; its folder then stands for the compiled records, and its entry says so."""
+    run = tmp_path / "tor-path-judge-read-3-reader"
+    run.mkdir()
+    compiled = _run(run, "compiled", "tor", [1, 1, 0])
+    (compiled / "summary.json").write_text(json.dumps({"command": "treeqa optimize", "spec": {"program": "tor"},
+                                                       "versions": {}, "summary": {"n": 3, "em": 66.7}}))
+    _run(run, "zero-shot", "tor", [0])  # unfinished
+    rta = _run(tmp_path, "rta", "rta", [0, 1, 0])
+    script = _script()
+    pairs = script._pairs([run, rta], ["tor-path-judge-read-3-reader:rta"])
+    assert round(pairs["tor-path-judge-read-3-reader vs rta"]["em"]["diff"], 1) == 33.3
+    entry = script._entry(run)
+    assert entry["kind"].startswith("optimize, compiled side only") and entry["figures"]["n"] == 3
