@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,14 @@ def reader_of(program: dspy.Module) -> tuple[str, dspy.Predict]:
 
 
 def record_reads(program: dspy.Module, trainset: Sequence[dspy.Example], path: Path | None,
-                 progress: Callable[[str], None] = log.info) -> list[dict[str, Any]]:
+                 progress: bool = True) -> list[dict[str, Any]]:
     """Each train question's final reader inputs and gold answers, appended to `path` as they
-    finish (a rerun skips the questions already there). A question whose reader was never
-    called (every call failed) is recorded without inputs and skipped by the compile."""
+    finish (a rerun skips the questions already there), with a progress bar: on two cores this
+    is a whole search per question, tens of minutes before the compile itself starts. A
+    question whose reader was never called (every call failed) is recorded without inputs and
+    skipped by the compile."""
+    from tqdm import tqdm
+
     name, reader = reader_of(program)
     done: dict[str, dict] = {}
     if path is not None and path.is_file():
@@ -65,10 +69,11 @@ def record_reads(program: dspy.Module, trainset: Sequence[dspy.Example], path: P
             if isinstance(record, dict) and isinstance(record.get("id"), str):
                 done[record["id"]] = record
     sink = path.open("a", encoding="utf-8") if path is not None else None
+    todo = [example for example in trainset if example.id not in done]
+    bar = tqdm(total=len(trainset), initial=len(trainset) - len(todo), desc="recording the reader's inputs",
+               unit="q", disable=not progress)
     try:
-        for i, example in enumerate(trainset, start=1):
-            if example.id in done:
-                continue
+        for example in todo:
             with dspy.context(trace=[]):
                 try:
                     program(**example.inputs())
@@ -81,8 +86,9 @@ def record_reads(program: dspy.Module, trainset: Sequence[dspy.Example], path: P
             if sink is not None:
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()
-            progress(f"recorded {i}/{len(trainset)} train questions")
+            bar.update()
     finally:
+        bar.close()
         if sink is not None:
             sink.close()
     return [done[ex.id] for ex in trainset if ex.id in done]
