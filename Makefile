@@ -21,7 +21,7 @@ install: $(STAMP)
 model: install
 	$(BIN)/treeqa model install
 
-# the main job: compile TreeOfReviews on HotpotQA, zero-shot vs compiled (about 30 minutes)
+# the main job: compile TreeOfReviews on HotpotQA, zero-shot vs compiled (about 15 minutes after the first install)
 demo: model
 	$(BIN)/python optimize.py --program tor --dataset hotpotqa
 

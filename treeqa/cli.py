@@ -412,8 +412,9 @@ def optimize_cmd(
                                                       "an EM teleprompter joined by '+' (default: the program's "
                                                       "own default compile: path-judge for tor and beam, "
                                                       "else bootstrap).")] = None,
-    train: Annotated[int | None, typer.Option(help="Training questions to compile on (default: the program's "
-                                                   "default compile's: 100 for path-judge, else 20).")] = None,
+    train: Annotated[int | None, typer.Option(help="Training questions to compile on (default: with the "
+                                                   "program's default compile, its size (tor, beam: 100), "
+                                                   "else 20).")] = None,
     train_from: Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "
                                                         "musique's decompositions for the beam on nq); only "
                                                         "compilers that learn from annotations alone.")] = None,

@@ -107,7 +107,7 @@ class OptimizeSpec(BaseModel):
     optimizer: str = "bootstrap"
     train_from: str | None = None  # compile on this dataset's train split (annotation-only compilers)
     train: int = Field(20, ge=1)
-    dev: int = Field(20, ge=1)  # with train=20, `make demo` takes about 30 minutes on 2 cores
+    dev: int = Field(20, ge=1)  # `make demo` (ToR, 20 dev questions) takes about 15 minutes on 2 cores
     seed: int = 0
     skip: int = Field(0, ge=0)  # dev questions left out at the start of the seeded order (already examined)
     lm: str = "local"
