@@ -37,13 +37,36 @@ def test_reads_are_recorded_once_and_the_reader_compiled_on_them(fixture_data, t
     assert [r["id"] for r in reads] == [ex.id for ex in train]
     assert set(reads[0]["inputs"]) == {"question", "passages"} and reads[0]["answers"] == ["1871"]
     assert compiled.reader_fit == {"reader": "answer", "teleprompter": "random-search", "recorded": 2,
-                                   "examples": 2, "demos": 1}
+                                   "examples": 2, "prepared_em": 50.0, "compiled_em": 100.0, "kept": "compiled",
+                                   "demos": 1}
     (demo,) = compiled.answer.demos  # the read it got right, with its own passages
     assert demo["answer"] == "1871" and demo["passages"] == reads[0]["inputs"]["passages"]
     searches = len(retriever.queries)
     with dspy.context(lm=lm):
         again = record_reads(build_program("rta", retriever), train, record)
     assert again == reads and len(retriever.queries) == searches  # resumed: no program run again
+
+
+def test_a_prepared_reader_that_reads_better_than_every_candidate_is_kept(fixture_data, tmp_path):
+    """DSPy's teleprompters start from a reset copy, so the demos a preparer gave the reader (the
+    annotated ones of a path-judge compile) were dropped for whatever scored best among plain and
+    bootstrapped readers, even when that read worse on train than the reader had before."""
+    train = load_examples("hotpotqa", "train", n=2)
+
+    def respond(call):  # the second question only with the preparer's hint in the prompt
+        if "cog railway" in call.messages[-1]["content"]:
+            return {"answer": "1871"}
+        return {"answer": "Mount Rigi" if "HINT" in json.dumps(call.messages) else "Mount Pilatus"}
+
+    lm = scripted_lm(respond, whole_call=True)[0]
+    program = build_program("rta", FakeRetriever())
+    hint = dspy.Example(question="HINT", passages=["HINT"], answer="HINT")
+    program.answer.demos = [hint]
+    with dspy.context(lm=lm):
+        compiled = RecordedReader(em_metric, candidates=1).compile(program, trainset=train)
+    fit = compiled.reader_fit
+    assert (fit["prepared_em"], fit["kept"]) == (100.0, "prepared") and fit["compiled_em"] < 100.0
+    assert compiled.answer.demos == [hint] and program.answer.demos == [hint]
 
 
 def test_a_torn_record_line_is_run_again(fixture_data, tmp_path):
@@ -65,7 +88,7 @@ def test_programs_without_a_reader_and_bad_chains_are_refused():
         stages("path-judge+nope")
     assert stages("path-judge+reader") == ["path-judge", "reader"]
     settings = OptimizeSpec(program="tor").tuning()
-    assert compile_call_bound("path-judge+reader", 6, 10, settings) == 0 + 10 * 6 + 10 * 6
+    assert compile_call_bound("path-judge+reader", 6, 10, settings) == 0 + 10 * 6 + 10 + 10 * 6
 
 
 def test_a_composed_compile_keeps_the_judge_and_compiles_the_reader(fixture_data, tmp_path, monkeypatch):
@@ -75,7 +98,7 @@ def test_a_composed_compile_keeps_the_judge_and_compiles_the_reader(fixture_data
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: FakeRetriever())
     spec = OptimizeSpec(program="rta", dataset="hotpotqa", optimizer="settings+reader", train=2, dev=2,
                         candidates=1)
-    assert plan(spec)["compile_max"] == compile_call_bound("settings", 1, 2, spec.tuning()) + 2 + 2 * 5
+    assert plan(spec)["compile_max"] == compile_call_bound("settings", 1, 2, spec.tuning()) + 2 + 2 + 2 * 5
     result = run_optimize(spec, tmp_path / "O")
     saved = json.loads((tmp_path / "O" / "compiled.json").read_text())
     fit = saved["treeqa"]["compile"]

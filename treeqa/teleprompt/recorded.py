@@ -130,12 +130,28 @@ class RecordedReader(Teleprompter):
                     for r in reads if r.get("inputs")]
         if len(examples) < 2:
             raise ValueError(f"only {len(examples)} train questions reached the reader; a compile needs 2 or more")
+        # the reader as prepared (e.g. the annotated demos a path-judge compile gave it) is a
+        # candidate too: DSPy's teleprompters start from a reset copy and would drop its demos.
+        # On reads recorded with the cache on, scoring it replays the recorded calls.
+        prepared_em = self._score(OnePredictor(reader.deepcopy()), examples)
         compiled = self._compile(OnePredictor(reader.deepcopy()), examples)
-        reader.demos = compiled.predictor.demos
-        reader.signature = compiled.predictor.signature
+        compiled_em = _reported_score(compiled)
+        if compiled_em is None:
+            compiled_em = self._score(compiled, examples)
+        kept = "compiled" if compiled_em > prepared_em else "prepared"  # a tie keeps what the preparer made
+        if kept == "compiled":
+            reader.demos = compiled.predictor.demos
+            reader.signature = compiled.predictor.signature
         program.reader_fit = {"reader": name, "teleprompter": self.teleprompter, "recorded": len(reads),
-                              "examples": len(examples), "demos": len(reader.demos)}
+                              "examples": len(examples), "prepared_em": round(prepared_em, 1),
+                              "compiled_em": round(compiled_em, 1), "kept": kept, "demos": len(reader.demos)}
         return program
+
+    def _score(self, module: OnePredictor, examples: list[dspy.Example]) -> float:
+        """EM (0-100) of `module` on the recorded reads, one call an example."""
+        evaluate = dspy.Evaluate(devset=examples, metric=self.metric, num_threads=self.threads,
+                                 display_progress=True, max_errors=10_000)
+        return float(evaluate(module).score)
 
     def _compile(self, module: OnePredictor, examples: list[dspy.Example]) -> OnePredictor:
         if self.teleprompter == "random-search":
@@ -148,6 +164,14 @@ class RecordedReader(Teleprompter):
                                max_labeled_demos=0, num_threads=self.threads, max_errors=10_000, seed=self.seed,
                                verbose=False)
         return teleprompter.compile(module, trainset=examples, num_trials=self.trials, minibatch=False)
+
+
+def _reported_score(compiled: dspy.Module) -> float | None:
+    """The score a teleprompter measured for the program it returned, when it kept one."""
+    if getattr(compiled, "score", None) is not None:  # MIPROv2
+        return float(compiled.score)
+    candidates = getattr(compiled, "candidate_programs", None)  # random search: best first
+    return float(candidates[0]["score"]) if candidates else None
 
 
 def _recorded(teleprompter: str):
@@ -165,7 +189,7 @@ def _recorded(teleprompter: str):
 def _recorded_bound(teleprompter: str):
     def bound(per_q: int, n: int, t: dict) -> int:  # one recorded run of the program, then one call an example
         scored = n * (t["candidates"] + 4) if teleprompter == "random-search" else n * t["candidates"] + t["trials"] * n
-        return n * per_q + scored
+        return n * per_q + n + scored  # n: the prepared reader scored as a candidate
 
     return bound
 
