@@ -190,6 +190,24 @@ def test_a_same_size_file_is_not_taken_for_the_model(settings_env, tmp_path, mon
         local_model.model_path()
 
 
+def test_the_installed_llama_cpp_is_built_without_amx_kernels():
+    """They segfault the first decode on AMX Xeons; the Makefile compiles them out."""
+    from treeqa.lm._engine import ggml_has_amx
+
+    assert ggml_has_amx() is False
+
+
+def test_extra_buffer_types_are_off_only_while_an_amx_build_loads():
+    import llama_cpp.llama_cpp as api
+
+    from treeqa.lm._engine import _extra_buffer_types_off
+
+    assert api.llama_model_default_params().use_extra_bufts is True
+    with _extra_buffer_types_off():
+        assert api.llama_model_default_params().use_extra_bufts is False
+    assert api.llama_model_default_params().use_extra_bufts is True
+
+
 @pytest.mark.integration
 def test_embedded_model_answers_through_predict():
     lm = get_lm("local", cache=False)

@@ -6,9 +6,12 @@ DSPy keeps its adapters, cache, retries and usage tracking. Private to `treeqa.l
 
 from __future__ import annotations
 
+import ctypes
 import json
+import logging
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +22,8 @@ from treeqa.lm import _greedy_grammar as greedy_grammar
 from treeqa.lm import _lean_state as lean_state
 from treeqa.lm import _weights as local_model
 from treeqa.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,6 +54,42 @@ def request_messages(request) -> list[dict]:
     for m in request.messages:
         messages.append({"role": m.role, "content": m.text or ""})
     return messages
+
+
+def ggml_has_amx() -> bool:
+    """Whether the installed llama.cpp was compiled with ggml's AMX kernels (`-march=native` on a
+    Xeon with AMX). Loading weights into their buffers crashed every first decode on this
+    project's AMX machines (llama-cpp-python 0.3.36), so the Makefile builds without them."""
+    import llama_cpp
+
+    for lib in sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*")):
+        try:
+            has_amx = ctypes.CDLL(str(lib)).ggml_cpu_has_amx_int8
+        except (OSError, AttributeError):
+            continue
+        has_amx.restype = ctypes.c_int
+        return bool(has_amx())
+    return False
+
+
+@contextmanager
+def _extra_buffer_types_off():
+    """Load a model without ggml's extra buffer types (AMX, weight repacking): llama_cpp.Llama
+    takes its model params from `llama_model_default_params` and exposes no switch of its own."""
+    import llama_cpp.llama_cpp as api
+
+    default = api.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    api.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        api.llama_model_default_params = default
 
 
 class LlamaEngine:
@@ -95,8 +136,13 @@ class LlamaEngine:
     def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int):
         import llama_cpp
 
-        llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
-                                n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False)
+        amx = ggml_has_amx()
+        if amx:
+            log.warning("this llama.cpp build has ggml's AMX kernels, which segfault the first decode on AMX "
+                        "Xeons: loading without extra buffer types (`make install` rebuilds without them)")
+        with _extra_buffer_types_off() if amx else nullcontext():
+            llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
+                                    n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False)
         if kv_cache_mb > 0:
             llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=kv_cache_mb << 20))
         lean_state.install(llama)
