@@ -14,15 +14,16 @@ from treeqa.teleprompt.metrics import em_metric
 ANSWERS = {"cog railway": "1871", "Rigi Railways": "Mount Pilatus"}
 
 
-def learner():
+def learn(call):
     """Answers the first train question right; the second only once a demo is in the prompt."""
-    def respond(call):
-        prompt = json.dumps(call.messages)
-        if "cog railway" in call.messages[-1]["content"]:
-            return {"answer": "1871"}
-        return {"answer": "Mount Rigi" if "1871" in prompt else "Mount Pilatus"}
+    prompt = json.dumps(call.messages)
+    if "cog railway" in call.messages[-1]["content"]:
+        return {"answer": "1871"}
+    return {"answer": "Mount Rigi" if "1871" in prompt else "Mount Pilatus"}
 
-    return scripted_lm(respond, whole_call=True)[0]
+
+def learner():
+    return scripted_lm(learn, whole_call=True)[0]
 
 
 def test_reads_are_recorded_once_and_the_reader_compiled_on_them(fixture_data, tmp_path):
@@ -67,6 +68,36 @@ def test_a_prepared_reader_that_reads_better_than_every_candidate_is_kept(fixtur
     fit = compiled.reader_fit
     assert (fit["prepared_em"], fit["kept"]) == (100.0, "prepared") and fit["compiled_em"] < 100.0
     assert compiled.answer.demos == [hint] and program.answer.demos == [hint]
+
+
+def test_a_compile_stopped_anywhere_replays_the_readers_logged_answers(fixture_data, tmp_path):
+    """The random search is most of a compile's hours; on a new machine DSPy's cache is empty, so
+    the reader's answers are logged in the run folder and a rerun calls only for what is missing."""
+    train = load_examples("hotpotqa", "train", n=2)
+    record = tmp_path / "reads.jsonl"
+    log = tmp_path / "reader-calls.jsonl"
+
+    def compile_with(respond):
+        lm, engine = scripted_lm(respond, whole_call=True)
+        with dspy.context(lm=lm):
+            program = RecordedReader(em_metric, record_path=record, candidates=1).compile(
+                build_program("rta", FakeRetriever()), trainset=train)
+        return program, len(engine.calls)
+
+    first, first_calls = compile_with(learn)
+    logged = log.read_text().splitlines()
+    assert first.reader_fit["kept"] == "compiled" and 0 < len(logged) < first_calls  # reads + repeats aside
+
+    def never(call):
+        return AssertionError("a logged answer was asked of the LM again")
+
+    again, calls = compile_with(never)  # every answer replayed, the bootstrapped demo traced as before
+    assert calls == 0
+    assert again.reader_fit == first.reader_fit and again.answer.demos == first.answer.demos
+
+    log.write_text("\n".join(logged[:2]) + "\n" + logged[2][:20])  # stopped after two answers, mid-line
+    resumed, calls = compile_with(learn)
+    assert calls == len(logged) - 2 and resumed.answer.demos == first.answer.demos
 
 
 def test_a_torn_record_line_is_run_again(fixture_data, tmp_path):
