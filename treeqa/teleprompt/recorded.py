@@ -54,9 +54,6 @@ class ReaderCalls:
     def __deepcopy__(self, memo):  # every copy a teleprompter makes of the module shares the log
         return self
 
-    def __len__(self) -> int:
-        return len(self._outputs)
-
     @staticmethod
     def key(predictor: dspy.Predict, inputs: dict[str, Any]) -> str | None:
         lm = predictor.lm or dspy.settings.lm
