@@ -61,14 +61,17 @@ class ChainOfReviews(ReviewProgram):
         self.k = k
         self.max_turns = max_turns
 
+    @property
+    def expansion_width(self) -> int:
+        """The new paragraphs each turn's search adds (`k`)."""
+        return self.k
+
     def forward(self, question: str) -> dspy.Prediction:
         run = ReviewRun(check_question(question, type(self).__name__))
         path: list[Passage] = []
         query = run.question
         for turn in range(1, self.max_turns + 1):
-            seen = {p.id for p in path}
-            hits = self._retrieve(run, query, self.k + len(path), where=f"retrieve@turn{turn}")
-            new = [p for p in hits if p.id not in seen][:self.k]
+            new = self.search_below(run, query, path, self.k, where=f"retrieve@turn{turn}")
             run.retrieved.extend(new)
             path += new
             node = run.add_node(depth=turn, parent=turn - 2 if turn > 1 else None, retrieved_by=query,

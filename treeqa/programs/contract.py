@@ -39,6 +39,10 @@ class QAProgram(dspy.Module):
     # program reads at question time); any other setting must already match the saved one
     fitted_settings: ClassVar[tuple[str, ...]] = ()
     reader: ClassVar[str | None] = None  # the predictor whose output is the answer (compiled on recorded reads)
+    # the predictor whose output is the next search query (compiled against retrieval by `--optimizer
+    # query`); a program that declares one also has `completion_inputs`, `completion_query`,
+    # `search_below` and `expansion_width`, which say how it makes and runs that query
+    query_writer: ClassVar[str | None] = None
     # what `optimize` compiles with when no --optimizer / --train is given: the compile that
     # measured best for the program (DSPy's BootstrapFewShot where nothing else was measured)
     default_compile: ClassVar[dict[str, Any]] = {"optimizer": "bootstrap", "train": 20}
@@ -115,6 +119,12 @@ class QAProgram(dspy.Module):
         """The most LM calls one question can take with these (resolved) settings, DSPy's own
         retries of an unparseable reply not counted."""
         raise NotImplementedError(f"{cls.__name__} does not declare its call bound")
+
+    @classmethod
+    def no_query_writer(cls, settings: dict[str, Any]) -> str | None:
+        """Why no predictor writes this program's search queries with these (resolved) settings,
+        as "<program> ..." continues; None where `query_writer` does."""
+        return None if cls.query_writer else "declares no query writer"
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:

@@ -46,6 +46,14 @@ class ReviewProgram(JudgedProgram):
     retrieves = True
     fitted_settings = ("relevance_threshold",)
     reader = "fuse"
+    query_writer = "complete_paragraph"  # under MPC expansion only (`no_query_writer`)
+
+    @classmethod
+    def no_query_writer(cls, settings) -> str | None:
+        if settings["expansion"] != "mpc":
+            return (f"writes its queries inside the review with expansion={settings['expansion']}; only "
+                    "expansion=mpc has a predictor of its own that writes them (complete_paragraph)")
+        return None
 
     def check_fitted(self, fitted: dict) -> None:
         threshold = fitted.get("relevance_threshold")
@@ -88,6 +96,19 @@ class ReviewProgram(JudgedProgram):
     @property
     def retriever(self) -> Retriever:
         return self._retriever.value
+
+    @property
+    def expansion_width(self) -> int:
+        """How many paragraphs a search from a path's query adds (the query writer's compile scores it so)."""
+        raise NotImplementedError
+
+    def search_below(self, run: ReviewRun, query: str, path: Sequence[Passage], width: int,
+                     where: str) -> list[Passage]:
+        """The `width` paragraphs a search with `query` adds below `path`: it retrieves past the
+        path's own paragraphs, so a path never repeats one and still gets `width` new ones."""
+        on_path = {p.id for p in path}
+        hits = self._retrieve(run, query, width + len(path), where)
+        return [p for p in hits if p.id not in on_path][:width]
 
     def _retrieve(self, run: ReviewRun, query: str, k: int, where: str) -> list[Passage]:
         run.stats["retrievals"] += 1
@@ -172,15 +193,26 @@ class ReviewProgram(JudgedProgram):
         """
         if self.expansion == "mpc":
             run.stats["completions"] += 1
-            paragraphs = review_paragraphs(passages, self.max_paragraph_chars, self.max_review_chars)
-            pred = safe_call(self.complete_paragraph, run.failures, where, question=run.question,
-                             paragraphs=paragraphs)
-            text = clean_text(pred.missing_paragraph) if pred is not None else ""
-            if text:
-                return text[:self.max_query_chars]
+            pred = safe_call(self.complete_paragraph, run.failures, where,
+                             **self.completion_inputs(run.question, passages))
+            query = self.completion_query(pred)
+            if query:
+                return query
             run.stats["completion_failures"] += 1
         run.stats["query_fallbacks"] += outcome.query_fallback
         return outcome.next_query[:self.max_query_chars]
+
+    def completion_inputs(self, question: str, passages: Sequence[Passage]) -> dict[str, object]:
+        """What the MPC completion reads for a path: the question and the path's paragraphs,
+        cut as a review's are."""
+        return {"question": question,
+                "paragraphs": review_paragraphs(passages, self.max_paragraph_chars, self.max_review_chars)}
+
+    def completion_query(self, prediction: dspy.Prediction | None) -> str:
+        """The query an MPC completion makes: its paragraph, cleaned and cut to `max_query_chars`;
+        empty where it wrote none (the search then falls back to the review's query)."""
+        text = clean_text(prediction.missing_paragraph) if prediction is not None else ""
+        return text[:self.max_query_chars]
 
     def _answer(self, run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[str, str]:
         """Fuse the evidence pool and the `extra` paragraphs after it; with an empty pool, read

@@ -88,6 +88,13 @@ class TreeOfReviews(ReviewProgram):
         return {"hops": (1, 2), "expansion": ("mpc", "cot"), "max_evidence": (None, 2), "read_top": (None, 3, 5)}
 
     @classmethod
+    def no_query_writer(cls, settings) -> str | None:
+        depth = len(settings["widths"]) if settings["depth"] is None else settings["depth"]
+        if depth < 2:
+            return f"never searches below the first level (depth={depth}), so no query is written"
+        return super().no_query_writer(settings)
+
+    @classmethod
     def call_bound(cls, settings) -> int:
         """One review per node of the full tree, one MPC completion per node that can expand,
         one fusion call."""
@@ -151,16 +158,19 @@ class TreeOfReviews(ReviewProgram):
         answer, source = self._answer(run, fallback)
         return self._prediction(run, answer, source)
 
+    @property
+    def expansion_width(self) -> int:
+        """The children a first-level node's search adds (`widths[1]`): where MPC expands a
+        relevant paragraph that is not yet enough."""
+        return self.widths[1]
+
     def _can_expand(self, depth: int) -> bool:
         """Whether a node at `depth` could still be expanded by a search."""
         return depth < self.depth
 
     def _expand(self, run: ReviewRun, parent: int, path: list[Passage], query: str, depth: int) -> list[Passage]:
         """Retrieve the children of a node and visit them depth-first; returns the children."""
-        width = self.widths[depth - 1]
-        on_path = {p.id for p in path}
-        hits = self._retrieve(run, query, width + len(path), where=f"retrieve@node{parent}")
-        children = [p for p in hits if p.id not in on_path][:width]
+        children = self.search_below(run, query, path, self.widths[depth - 1], where=f"retrieve@node{parent}")
         run.retrieved.extend(children)
         ready = self._review_siblings(run, children, path, depth) if self.threads > 1 else {}
         for passage in children:
