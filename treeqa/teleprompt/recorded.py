@@ -9,100 +9,28 @@ final reader inputs with its gold answers (a JSONL file, resumed when the compil
 and then lets a DSPy teleprompter optimise that one predictor on those inputs, each candidate
 scored by EM with one LM call per example. The compiled demos and instructions go back onto
 the program; everything else (a path judge, other predictors' demos) stays as prepared.
-Each of the reader's answers is logged beside the reads (`ReaderCalls`), so a compile stopped
-anywhere, or moved to a machine without DSPy's cache, replays them instead of calling again.
+Each of the reader's answers is logged beside the reads (`one_predictor.PredictorCalls`), so a
+compile stopped anywhere, or moved to a machine without DSPy's cache, replays them instead of
+calling again; the reader as prepared is kept unless a candidate beats it (`keep_better`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import dspy
-from dspy.teleprompt import BootstrapFewShotWithRandomSearch, MIPROv2
+from dspy.teleprompt import MIPROv2
 from dspy.teleprompt.teleprompt import Teleprompter
 
 from treeqa.teleprompt.base import Compiler, register
+from treeqa.teleprompt.one_predictor import OnePredictor, PredictorCalls, keep_better, random_search, score
 
 log = logging.getLogger(__name__)
 TELEPROMPTERS = ("random-search", "mipro")
-
-
-class ReaderCalls:
-    """The reader's outputs during a compile, keyed by everything that decides them (instructions,
-    demos, call settings, the LM and its settings, the adapter, the inputs) and appended to a JSONL file as
-    they come. Unlike DSPy's cache it lives in the run folder, so it travels with the run's
-    records. A torn last line is ignored and that call made again."""
-
-    def __init__(self, path: Path | None):
-        self.path = path
-        self._lock = threading.Lock()
-        self._outputs: dict[str, dict[str, Any]] = {}
-        if path is not None and path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    record = json.loads(line)
-                    self._outputs[record["key"]] = record["outputs"]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue
-
-    def __deepcopy__(self, memo):  # every copy a teleprompter makes of the module shares the log
-        return self
-
-    @staticmethod
-    def key(predictor: dspy.Predict, inputs: dict[str, Any]) -> str | None:
-        lm = predictor.lm or dspy.settings.lm
-        what = {"instructions": predictor.signature.instructions, "fields": list(predictor.signature.fields),
-                "demos": [dict(demo) for demo in predictor.demos], "config": predictor.config,
-                "lm": [getattr(lm, "model", None), getattr(lm, "kwargs", None)],
-                "adapter": type(dspy.settings.adapter).__name__, "inputs": inputs}
-        try:
-            text = json.dumps(what, sort_keys=True, ensure_ascii=False)
-        except TypeError:
-            return None  # inputs or demos that are not plain data: not logged, always called
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self._outputs.get(key)
-
-    def put(self, key: str, outputs: dict[str, Any]) -> None:
-        try:
-            line = json.dumps({"key": key, "outputs": outputs}, ensure_ascii=False)
-        except TypeError:
-            return
-        with self._lock:
-            self._outputs[key] = outputs
-            if self.path is not None:
-                with self.path.open("a", encoding="utf-8") as sink:
-                    sink.write(line + "\n")
-
-
-class OnePredictor(dspy.Module):
-    """A module of one predictor, so a teleprompter can compile it alone; with `calls`, answers
-    already logged are replayed (and traced, so bootstrapping still sees them)."""
-
-    def __init__(self, predictor: dspy.Predict, calls: ReaderCalls | None = None):
-        super().__init__()
-        self.predictor = predictor
-        self.calls = calls
-
-    def forward(self, **inputs) -> dspy.Prediction:
-        key = self.calls.key(self.predictor, inputs) if self.calls is not None else None
-        outputs = self.calls.get(key) if key is not None else None
-        if outputs is None:
-            prediction = self.predictor(**inputs)
-            if key is not None:
-                self.calls.put(key, {name: prediction[name] for name in self.predictor.signature.output_fields})
-            return prediction
-        prediction = dspy.Prediction(**outputs)
-        if dspy.settings.trace is not None:
-            dspy.settings.trace.append((self.predictor, inputs, prediction))
-        return prediction
 
 
 def reader_of(program: dspy.Module) -> tuple[str, dspy.Predict]:
@@ -195,18 +123,8 @@ class RecordedReader(Teleprompter):
                     for r in reads if r.get("inputs")]
         if len(examples) < 2:
             raise ValueError(f"only {len(examples)} train questions reached the reader; a compile needs 2 or more")
-        # the reader as prepared (e.g. the annotated demos a path-judge compile gave it) is a
-        # candidate too: DSPy's teleprompters start from a reset copy and would drop its demos.
-        calls = ReaderCalls(self.record_path.with_name("reader-calls.jsonl") if self.record_path else None)
-        prepared_em = self._score(OnePredictor(reader.deepcopy(), calls), examples)
-        compiled = self._compile(OnePredictor(reader.deepcopy(), calls), examples)
-        compiled_em = _reported_score(compiled)
-        if compiled_em is None:
-            compiled_em = self._score(compiled, examples)
-        kept = "compiled" if compiled_em > prepared_em else "prepared"  # a tie keeps what the preparer made
-        if kept == "compiled":
-            reader.demos = compiled.predictor.demos
-            reader.signature = compiled.predictor.signature
+        calls = PredictorCalls(self.record_path.with_name("reader-calls.jsonl") if self.record_path else None)
+        prepared_em, compiled_em, kept = keep_better(reader, examples, calls, self._score, self._compile)
         program.reader_fit = {"reader": name, "teleprompter": self.teleprompter, "recorded": len(reads),
                               "examples": len(examples), "prepared_em": round(prepared_em, 1),
                               "compiled_em": round(compiled_em, 1), "kept": kept, "demos": len(reader.demos)}
@@ -214,29 +132,16 @@ class RecordedReader(Teleprompter):
 
     def _score(self, module: OnePredictor, examples: list[dspy.Example]) -> float:
         """EM (0-100) of `module` on the recorded reads, one call an example."""
-        evaluate = dspy.Evaluate(devset=examples, metric=self.metric, num_threads=self.threads,
-                                 display_progress=True, max_errors=10_000)
-        return float(evaluate(module).score)
+        return score(module, examples, self.metric, self.threads)
 
     def _compile(self, module: OnePredictor, examples: list[dspy.Example]) -> OnePredictor:
         if self.teleprompter == "random-search":
-            teleprompter = BootstrapFewShotWithRandomSearch(
-                metric=self.metric, max_bootstrapped_demos=self.max_demos, max_labeled_demos=0,
-                num_candidate_programs=self.candidates, num_threads=self.threads, max_errors=10_000)
-            return teleprompter.compile(module, trainset=examples)
+            return random_search(module, examples, self.metric, self.max_demos, self.candidates, self.threads)
         teleprompter = MIPROv2(metric=self.metric, prompt_model=self.prompt_model, auto=None,
                                num_candidates=self.candidates, max_bootstrapped_demos=self.max_demos,
                                max_labeled_demos=0, num_threads=self.threads, max_errors=10_000, seed=self.seed,
                                verbose=False)
         return teleprompter.compile(module, trainset=examples, num_trials=self.trials, minibatch=False)
-
-
-def _reported_score(compiled: dspy.Module) -> float | None:
-    """The score a teleprompter measured for the program it returned, when it kept one."""
-    if getattr(compiled, "score", None) is not None:  # MIPROv2
-        return float(compiled.score)
-    candidates = getattr(compiled, "candidate_programs", None)  # random search: best first
-    return float(candidates[0]["score"]) if candidates else None
 
 
 def _recorded(teleprompter: str):
