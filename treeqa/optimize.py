@@ -305,7 +305,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
                         "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
                         "instructions_changed": changed_instructions(program, compiled)}
-        for found in ("judge_fit", "settings_search", "reader_fit"):
+        for found in ("judge_fit", "settings_search", "reader_fit", "query_fit"):
             if getattr(compiled, found, None):
                 compile_info[found] = getattr(compiled, found)
                 echo(f"      {found.replace('_', ' ')}: {compile_info[found]}")
@@ -348,6 +348,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         f"{'; judge fitted: ' + str(compile_info['judge_fit']) if compile_info.get('judge_fit') else ''}"
         f"{'; settings search: ' + str(compile_info['settings_search']) if compile_info.get('settings_search') else ''}"
         f"{'; reader on recorded reads: ' + str(compile_info['reader_fit']) if compile_info.get('reader_fit') else ''}"
+        f"{'; query writer on gold paths: ' + str(compile_info['query_fit']) if compile_info.get('query_fit') else ''}"
         ".\n"
         f"Versions: {report['versions']}\n")
     echo(table)
