@@ -40,7 +40,10 @@ def _entry(run_dir: Path) -> dict:
         kind, run_dir = "optimize, compiled side only (its zero-shot side unfinished)", run_dir / "compiled"
     summary = json.loads((run_dir / "summary.json").read_text())
     figures = {**summary["summary"], **run_intervals(read_records(run_dir / "predictions.jsonl"))}
-    return {"kind": kind, "command": summary["command"], "spec": summary["spec"],
+    spec = summary["spec"]
+    if kind != "evaluate" and (run_dir.parent / "spec.json").is_file():  # the optimize spec, not its side's
+        spec = json.loads((run_dir.parent / "spec.json").read_text())
+    return {"kind": kind, "command": summary["command"], "spec": spec,
             "data": summary.get("data"), "versions": summary["versions"],
             "figures": {k: figures[k] for k in FIGURES if k in figures}}
 
@@ -97,6 +100,17 @@ def _label(entry: dict) -> str:
     return label + (f" {params}" if params else "")
 
 
+def _variants(entry: dict) -> list[tuple[str, dict]]:
+    """(setting, figures) rows of one YAML entry: an evaluate run's one, an optimize run's two, and
+    the compiled row alone while an optimize run's zero-shot side is unfinished."""
+    if entry["kind"] == "evaluate":
+        return [("", entry["figures"])]
+    compiled = f"compiled ({entry['spec'].get('optimizer', '?')})"
+    if "figures" in entry:
+        return [(compiled, entry["figures"])]
+    return [("zero-shot", entry["zero_shot"]), (compiled, entry["compiled"])]
+
+
 def rebuild_readme() -> None:
     rows = ["| file | program | dataset | setting | n | EM [95% CI] | F1 [95% CI] | R@15 | A@15 | calls/q | s/q |",
             "|---" * 11 + "|"]
@@ -108,8 +122,7 @@ def rebuild_readme() -> None:
         for entry in doc["runs"]:
             spec = entry["spec"]
             dataset = f"{spec['dataset']} {spec.get('split', '')}".strip()
-            variants = ([("", entry["figures"])] if entry["kind"] == "evaluate" else
-                        [("zero-shot", entry["zero_shot"]), (f"compiled ({spec['optimizer']})", entry["compiled"])])
+            variants = _variants(entry)
             for setting, fig in variants:
                 rows.append(f"| {path.name} | {_label(entry)} | {dataset} | {setting} | {fig.get('n')} | "
                             f"{_cell(fig, 'em')} | {_cell(fig, 'f1')} | {_recall(fig)} | "

@@ -72,9 +72,13 @@ def test_an_optimize_run_pairs_by_its_compiled_records_before_its_zero_shot_side
     (compiled / "summary.json").write_text(json.dumps({"command": "treeqa optimize", "spec": {"program": "tor"},
                                                        "versions": {}, "summary": {"n": 3, "em": 66.7}}))
     _run(run, "zero-shot", "tor", [0])  # unfinished
+    (run / "spec.json").write_text(json.dumps({"program": "tor", "optimizer": "path-judge+reader"}))
     rta = _run(tmp_path, "rta", "rta", [0, 1, 0])
     script = _script()
     pairs = script._pairs([run, rta], ["tor-path-judge-read-3-reader:rta"])
     assert round(pairs["tor-path-judge-read-3-reader vs rta"]["em"]["diff"], 1) == 33.3
     entry = script._entry(run)
     assert entry["kind"].startswith("optimize, compiled side only") and entry["figures"]["n"] == 3
+    # its spec is the optimize run's, and the benchmarks table shows its compiled row alone
+    # (building that table raised KeyError on such an entry)
+    assert script._variants(entry) == [("compiled (path-judge+reader)", entry["figures"])]
