@@ -177,3 +177,16 @@ def test_concurrent_builds_build_once_and_leave_no_debris(tmp_path, monkeypatch)
     assert errors == [] and len(results) == 12 and builds == [4]
     assert all(r.passages == CORPUS for r in results)
     assert [d.name for d in tmp_path.iterdir() if d.name.startswith((".building", ".old"))] == []
+
+
+@pytest.mark.parametrize("cls", [DenseRetriever, BM25Retriever])
+def test_datasets_that_share_a_corpus_share_its_index(cls, tmp_path, monkeypatch):
+    """NQ, TriviaQA and WebQ search the same passages: the index built for one serves the others."""
+    cls.for_corpus(CORPUS, tmp_path, "nq")
+    monkeypatch.setattr(cls, "build", classmethod(lambda *a, **k: pytest.fail("built the same corpus again")))
+    shared = cls.for_corpus(CORPUS, tmp_path, "triviaqa", build=False)
+    assert [p.id for p in shared.passages] == [p.id for p in CORPUS]
+    assert [d.name.split("-")[0] for d in tmp_path.iterdir() if store.is_complete(d)] == ["nq"]
+    other = CORPUS[:3]  # another corpus under a taken name is still its own index
+    with pytest.raises(IndexMissingError):
+        cls.for_corpus(other, tmp_path, "triviaqa", build=False)

@@ -84,7 +84,7 @@ class BM25Retriever(Retriever):
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
                    build: bool = True) -> BM25Retriever:
-        folder = Path(index_root) / f"{name}-bm25-{store.fingerprint(passages, MODEL)}"
+        folder = store.corpus_folder(index_root, name, f"bm25-{store.fingerprint(passages, MODEL)}")
 
         def build_and_save() -> BM25Retriever:
             retriever = cls.build(passages)

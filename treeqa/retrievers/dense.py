@@ -134,7 +134,7 @@ class DenseRetriever(Retriever):
                    build: bool = True) -> DenseRetriever:
         """Load the index of this exact corpus and model from `index_root`, building it if allowed
         (and rebuilding it if its files no longer match their manifest)."""
-        folder = Path(index_root) / f"{name}-dense-{store.fingerprint(passages, model_name())}"
+        folder = store.corpus_folder(index_root, name, f"dense-{store.fingerprint(passages, model_name())}")
 
         def build_and_save() -> DenseRetriever:
             started = time.perf_counter()

@@ -211,6 +211,22 @@ def publish(tmp: Path, final: Path) -> Path:
     return final
 
 
+def corpus_folder(index_root: Path, name: str, kind_and_fingerprint: str) -> Path:
+    """Where the index of a corpus lives: `<name>-<kind>-<fingerprint>`, or a complete index of
+    the same corpus and model already built there under another name.
+
+    Datasets can share a corpus (NQ, TriviaQA and WebQ all search the Wikipedia leads plus the NQ
+    gold passages): the copy built first serves the others instead of each embedding the same
+    passages again."""
+    folder = Path(index_root) / f"{name}-{kind_and_fingerprint}"
+    if is_complete(folder) or not folder.parent.is_dir():
+        return folder
+    for other in sorted(folder.parent.glob(f"*-{kind_and_fingerprint}")):
+        if is_complete(other):
+            return other
+    return folder
+
+
 def load_or_build(folder: Path, load: Callable[[Path], object], build: Callable[[], object] | None,
                   command: str):
     """Load the index in `folder`, building (or rebuilding a corrupt one) under the lock when
