@@ -73,3 +73,32 @@ def test_hops_make_the_tree_grow_and_reviews_carry_the_models_probabilities(real
     depth1 = [n for n in nodes if n["depth"] == 1]
     assert all(n["action"] in ("search", "reject") for n in depth1)
     assert any(n["relevant"] for n in depth1) == any(n["depth"] == 2 for n in nodes)  # relevant -> searched on
+
+
+def test_the_query_writer_compiles_on_real_annotated_paths_and_a_rerun_replays(real_hotpot, tmp_path):
+    """`--optimizer query` end to end on the embedded model: MPC paragraphs written for real
+    HotpotQA train paths, scored by the dense search with them; every answer is logged, so the
+    same compile again makes no LM call."""
+    from treeqa.data import load_examples
+    from treeqa.teleprompt.query_writer import QueryWriterFit
+
+    lm, retriever, _ = real_hotpot
+    train = load_examples("hotpotqa", "train", n=2)
+    program = TreeOfReviews(retriever=retriever, widths=(3, 2), depth=2)
+    engine = local_engine()
+
+    def compile_once():
+        calls_before = engine.stats.calls
+        with dspy.context(lm=lm, adapter=adapter_for(lm)):
+            compiled = QueryWriterFit(calls_path=tmp_path / "query-calls.jsonl", max_demos=1,
+                                      candidates=1).compile(program, trainset=train)
+        return compiled, engine.stats.calls - calls_before
+
+    compiled, calls = compile_once()
+    fit = compiled.query_fit
+    print("\n" + json.dumps({"query_fit": fit, "lm_calls": calls}))
+    assert fit["examples"] == 4 and 0 < calls <= 2 * 2 * (1 + 3)
+    assert 0.0 <= fit["prepared_hit_rate"] <= 100.0 and fit["kept"] in ("prepared", "compiled")
+    assert 1 <= (tmp_path / "query-calls.jsonl").read_text().count("\n") <= calls  # a parse retry is a call too
+    again, calls_again = compile_once()
+    assert calls_again == 0 and again.query_fit == fit
