@@ -2,6 +2,7 @@
 
 import pytest
 
+from treeqa.runs import comparison_table
 from treeqa.stats import (
     NO_DIFFERENCE,
     bootstrap_ci,
@@ -95,6 +96,20 @@ def test_records_are_matched_by_question_id_and_reported_in_percent():
     assert describe(cmp).startswith("+50.00 [") and describe(cmp).endswith(NO_DIFFERENCE)
     with pytest.raises(ValueError, match="share no question"):
         compare_records(a, [{"id": "other", "em": 1.0}])
+
+
+def test_reading_is_compared_only_where_both_searches_saw_every_gold_paragraph():
+    a = [{"id": "q1", "em": 1.0, "recall@15": 1.0}, {"id": "q2", "em": 1.0, "recall@15": 1.0},
+         {"id": "q3", "em": 0.0, "recall@15": 1.0}, {"id": "q4", "em": 1.0, "recall@15": 0.5}]
+    b = [{"id": "q1", "em": 0.0, "recall@15": 1.0}, {"id": "q2", "em": 1.0, "recall@15": 0.5},
+         {"id": "q3", "em": 1.0, "recall@15": 1.0}, {"id": "q4", "em": 0.0, "recall@15": 1.0}]
+    cmp = compare_records(a, b, keys=("em", "recall@15"))
+    full = cmp["em_given_all_gold"]  # q1 and q3 only: one won, one lost
+    assert (full["n"], full["a"], full["b"], full["verdict"]) == (2, 50.0, 50.0, NO_DIFFERENCE)
+    assert full["ci"][0] < 0 < full["ci"][1]
+    assert "| 50.0 / 50.0 (2) [" in comparison_table({"a vs b": cmp}).splitlines()[-1]
+    assert "em_given_all_gold" not in compare_records(a, b)  # not asked for
+    assert "em_given_all_gold" not in compare_records(a[3:], b[3:], keys=("em", "recall@15"))  # none full
 
 
 def test_run_intervals_in_percent():

@@ -270,7 +270,8 @@ def compare_cmd(
         _fail(exc)
     typer.echo(data_line(data))
     typer.echo(markdown_table(rows))
-    pairs = {f"{name} vs {base}": compare_records(records[name], records[base]) for name in names if name != base}
+    pairs = {f"{name} vs {base}": compare_records(records[name], records[base], keys=("em", "f1", "recall@15"))
+             for name in names if name != base}
     if pairs:
         typer.echo("\nPaired on the same questions (95% paired-bootstrap interval, exact McNemar on EM):")
         typer.echo(comparison_table(pairs))

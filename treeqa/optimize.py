@@ -330,7 +330,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     rows = {f"{spec.program} zero-shot": zero["summary"],
             f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
     table = markdown_table(rows)
-    paired = compare_records(comp["records"], zero["records"])
+    paired = compare_records(comp["records"], zero["records"], keys=("em", "f1", "recall@15"))
     paired_table = comparison_table({"compiled vs zero-shot": paired})
     report = {"spec": spec.model_dump(), "splits": {"train": train_split, "dev": dev_split}, "data": zero["data"],
               "zero_shot": zero["summary"], "compiled": comp["summary"], "compiled_vs_zero_shot": paired,
