@@ -146,7 +146,11 @@ def rebuild_readme() -> None:
         + "\n\n## Paired comparisons\n\n"
         "A vs B on their common questions: the mean difference A - B with its 95% paired-bootstrap interval, the "
         "questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse "
-        f"only when the interval excludes 0, else \"{NO_DIFFERENCE}\".\n\n" + "\n".join(paired))
+        "only when the interval excludes 0 and the McNemar test agrees (p < 0.05), else "
+        f"\"{NO_DIFFERENCE}\". The last column, where both runs retrieve gold paragraphs: EM of A and of B on the "
+        "questions where both had every gold paragraph among their first 15 passages, with the paired 95% "
+        "interval of A - B there (how well each answers from evidence that holds the answer; recorded since "
+        "2026-11-25, – in files recorded before).\n\n" + "\n".join(paired))
 
 
 def main() -> None:

@@ -195,6 +195,26 @@ def test_8_evaluate_compiled_records_the_corpus_it_searched(scripted, tmp_path, 
     assert summary["data"]["corpus"] == "your corpus 'mine'" and "recall@15" not in summary["summary"]
 
 
+def test_8_ask_and_serve_a_compiled_program_over_your_own_corpus(scripted, tmp_path, monkeypatch):
+    """--corpus with --compiled is honoured, not dropped: a program compiled on HotpotQA answers
+    from the corpus named (the app's use), and with neither flag it searches what it was compiled on."""
+    from treeqa.cli import load_served
+
+    path = save_compiled(build_program("rta", tree_retriever()), tmp_path / "c.json", name="rta",
+                         dataset="hotpotqa", retriever="dense")
+    asked = []
+    monkeypatch.setattr("treeqa.retrievers.get_retriever",
+                        lambda dataset, kind, corpus=None: asked.append((dataset, kind, corpus)) or tree_retriever())
+    result = _cli("ask", "Is Weggis on the lake?", "--compiled", str(path), "--corpus", "mine", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert asked == [("hotpotqa", "dense", "mine")]
+    info = load_served(str(path), "direct", "hotpotqa", "bm25", "local", None, corpus="mine").info
+    assert asked[-1] == ("hotpotqa", "bm25", "mine") and "mine" in json.dumps(info)
+    asked.clear()
+    _cli("ask", "Is Weggis on the lake?", "--compiled", str(path), "--no-cache")
+    assert asked == [("hotpotqa", "dense", None)]  # load_program's own default, the compiled-on index
+
+
 # 9. a compiled.json of another optimizer is not reported under this one's name -----------------
 
 def test_9_an_optimize_folder_that_lost_its_spec_refuses_another_optimizer(scripted, tmp_path):

@@ -63,3 +63,6 @@ def test_plan_counts_one_review_per_case():
 
     spec = OptimizeSpec(program="tor", optimizer="judge", train=5, dev=2)
     assert plan(spec)["compile_max"] == 5 * 4
+    # a program without a relevance threshold would pay those calls for nothing: refused up front
+    with pytest.raises(ValueError, match="programs it fits: cor, tor"):
+        OptimizeSpec(program="rta", optimizer="judge", train=5, dev=2)

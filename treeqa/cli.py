@@ -69,15 +69,15 @@ def model_path() -> None:
 def index_build(
     dataset: Annotated[str, typer.Option(help="Dataset whose pooled corpus to index.")] = "hotpotqa",
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
-    with_wikipedia: Annotated[bool, typer.Option(help="Add the Wikipedia leads as distractors.")] = False,
     corpus: Annotated[str | None, typer.Option(help="Your own corpus: a JSONL(.gz) file, one passage or document "
                                                     "per line ({id, contents} or {id, title, text}).")] = None,
     name: Annotated[str | None, typer.Option(help="The name --corpus NAME will use (with --corpus FILE).")] = None,
-    chunk_words: Annotated[int, typer.Option(help="Split longer documents into passages of about this many "
-                                                  "words (0: never split).")] = 100,
-    index: Annotated[str, typer.Option(help="auto (by size) or a faiss factory string: Flat, IVF1024,Flat, "
-                                            "IVF4096,SQ8, IVF4096,PQ48, HNSW32.")] = "auto",
-    batch_size: Annotated[int, typer.Option(help="Passages embedded per batch (and per checkpoint).")] = 256,
+    chunk_words: Annotated[int, typer.Option(help="With --corpus FILE: split longer documents into passages of "
+                                                  "about this many words (0: never split).")] = 100,
+    index: Annotated[str, typer.Option(help="With --corpus FILE: auto (by size) or a faiss factory string: Flat, "
+                                            "IVF1024,Flat, IVF4096,SQ8, IVF4096,PQ48, HNSW32.")] = "auto",
+    batch_size: Annotated[int, typer.Option(help="With --corpus FILE: passages embedded per batch (and per "
+                                                 "checkpoint).")] = 256,
     ray: Annotated[str | None, typer.Option(help="With --corpus FILE: embed as a Ray Data job on the cluster at "
                                                  "this address ('local' starts one here; needs the ray extra).")]
     = None,
@@ -102,13 +102,31 @@ def index_build(
         else:
             if ray is not None:
                 _fail("--ray is for your own corpus (--corpus FILE --name NAME)")
-            built = get_retriever(dataset, retriever, with_wikipedia=with_wikipedia, build=True)
+            built = get_retriever(dataset, retriever, build=True)
             what = f"{retriever} index of {dataset}"
     except (DataError, ValueError, RuntimeError) as exc:
         _fail(exc)
     seconds = time.perf_counter() - started
     typer.echo(f"{what}: {len(built.passages):,} passages, ready in {seconds:.1f}s "
                f"(under {get_settings().index_dir})")
+
+
+def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None):
+    """(program, recipe, retriever, corpus) of a compiled file: it searches what it was compiled
+    against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25)."""
+    from treeqa.compiled import load_program, read_recipe
+
+    recipe, _ = read_recipe(compiled)
+    retriever = retriever or recipe.get("retriever", "dense")
+    corpus = corpus or recipe.get("corpus")
+    index = None
+    if corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense"):
+        from treeqa.programs import uses_retriever
+        from treeqa.retrievers import get_retriever
+
+        if uses_retriever(recipe["program"]):
+            index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
+    return load_program(compiled, retriever=index, expect=expect), recipe, retriever, corpus
 
 
 def parse_params(pairs: list[str]) -> dict:
@@ -150,6 +168,7 @@ def programs_cmd() -> None:
         facts = [f"searches a corpus: {'yes' if cls.retrieves else 'no'}",
                  f"tree: {cls.tree_shape or 'none'}",
                  f"presets: {', '.join(cls.presets) or 'none'}",
+                 f"settings searched: {', '.join(cls.settings_space()) or 'none'}",
                  f"default compile: {compile_['optimizer']} on {compile_['train']} train questions",
                  f"optimizers: {', '.join(fitting_optimizers(cls))}"]
         typer.echo("    " + "; ".join(facts))
@@ -188,7 +207,7 @@ def evaluate_cmd(
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
     retriever_given = retriever is not None
     retriever = retriever or "dense"
-    from treeqa.compiled import load_program, read_recipe, recipe_settings
+    from treeqa.compiled import recipe_settings
     from treeqa.evaluation import RunAborted
     from treeqa.runs import EvalSpec, run_evaluation
 
@@ -196,17 +215,9 @@ def evaluate_cmd(
         loaded = None
         params = parse_params(param)
         if compiled:
-            recipe, _ = read_recipe(compiled)
-            # the program searches what it was compiled against unless told otherwise, and the
-            # spec (and so the summary and recall@15) must say what it searched
-            retriever = retriever if retriever_given else recipe.get("retriever", "dense")
-            corpus = corpus or recipe.get("corpus")
-            index = None
-            if corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense"):
-                from treeqa.retrievers import get_retriever
-
-                index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
-            loaded = load_program(compiled, retriever=index, expect=program)
+            # the spec (and so the summary and recall@15) must say what the program searched
+            loaded, recipe, retriever, corpus = load_searching(compiled, retriever if retriever_given else None,
+                                                               corpus, expect=program)
             program = recipe["program"]
             params, preset = recipe_settings(recipe)
             params = {**params, "_compiled": str(Path(compiled).resolve())}
@@ -244,7 +255,7 @@ def compare_cmd(
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
-    threads: Annotated[int, typer.Option(help="Parallel calls (remote LMs only).")] = 1,
+    threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
 ) -> None:
     """Programs side by side on the same questions (beam with the NQ preset), each paired with one baseline."""
@@ -283,7 +294,8 @@ def ask(
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to answer with.")] = None,
     program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = SIMPLEST,
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
-    retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
+    retriever: Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
+                                                       "program was compiled with).")] = None,
     corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
@@ -296,7 +308,6 @@ def ask(
 
     import dspy
 
-    from treeqa.compiled import load_program
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
     from treeqa.programs.common import check_question
@@ -304,11 +315,11 @@ def ask(
     try:
         question = check_question(question, "ask")
         if compiled:
-            qa = load_program(compiled)
+            qa = load_searching(compiled, retriever, corpus)[0]
         else:
             from treeqa.retrievers import get_retriever
 
-            index = get_retriever(dataset, retriever, corpus=corpus) if uses_retriever(program) else None
+            index = get_retriever(dataset, retriever or "dense", corpus=corpus) if uses_retriever(program) else None
             qa = build_program(program, index)
         model = get_lm(lm, api_base=api_base, cache=cache)
         with dspy.context(lm=model, adapter=adapter_for(model)):
@@ -326,22 +337,21 @@ def ask(
                                         default=str)))
 
 
-def load_served(compiled: str | None, program: str, dataset: str, retriever: str, lm: str, api_base: str | None,
-                corpus: str | None = None, cache: bool = True):
-    """(served program, LM, program info) for `serve` and `ask`: a compiled file, or a zero-shot program."""
-    from treeqa.compiled import load_program, read_recipe
+def load_served(compiled: str | None, program: str, dataset: str, retriever: str | None, lm: str,
+                api_base: str | None, corpus: str | None = None, cache: bool = True):
+    """(served program, LM, program info) for `serve`: a compiled file, or a zero-shot program."""
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
     from treeqa.serving import Served, program_info
 
     if compiled:
-        recipe, _ = read_recipe(compiled)
-        qa, name, dataset = load_program(compiled), recipe["program"], recipe.get("dataset")
+        qa, recipe, _, corpus = load_searching(compiled, retriever, corpus)
+        name, dataset = recipe["program"], corpus or recipe.get("dataset")
     else:
         from treeqa.retrievers import get_retriever
 
         recipe, name = None, program
-        index = get_retriever(dataset, retriever, corpus=corpus) if uses_retriever(program) else None
+        index = get_retriever(dataset, retriever or "dense", corpus=corpus) if uses_retriever(program) else None
         qa = build_program(program, index)
         dataset = (corpus or dataset) if uses_retriever(program) else None
     model = get_lm(lm, api_base=api_base, cache=cache)
@@ -354,7 +364,8 @@ def serve(
     program: Annotated[str, typer.Option(help=f"Zero-shot program when no --compiled: one of {PROGRAM_NAMES}.")] = (
         DEFAULT_PROGRAM),
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
-    retriever: Annotated[str, typer.Option(help="dense or bm25 (zero-shot programs).")] = "dense",
+    retriever: Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
+                                                       "program was compiled with).")] = None,
     corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
     lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
     api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,

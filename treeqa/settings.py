@@ -1,4 +1,5 @@
-"""The one place treeqa reads its environment: every knob is a `TREEQA_*` variable."""
+"""Where treeqa reads its environment: every knob is a `TREEQA_*` variable (`TREEQA_PROGRAMS`, the
+modules of your own programs, is read by `treeqa.programs.discover` when the registry is built)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def mcnemar_exact(wins: int, losses: int) -> float:
 
 
 def verdict(ci: tuple[float, float]) -> str:
-    """'better' / 'worse' only when the interval of the difference excludes 0."""
+    """'better' / 'worse' when the interval of the difference excludes 0 (`paired_comparison` also
+    requires the exact McNemar test to agree)."""
     low, high = ci
     if low > 0:
         return "better"
