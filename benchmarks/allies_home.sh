@@ -55,11 +55,11 @@ for step in "${steps[@]}"; do
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/report.json" ] && runs+=("$OUT/$run"); done
             "$BIN/python" benchmarks/record.py "$DATASET-test$N" "${runs[@]}" \
                 --pair beam:rta --pair beam:genread --pair beam:direct --pair beam-compiled:beam \
-                --pair beam-compiled:rta --pair beam-reader:beam --pair beam-reader:rta \
+                --pair beam-compiled:rta --pair beam-compiled:genread --pair beam-reader:beam --pair beam-reader:rta \
                 --pair selfask:rta --pair selfask:direct --pair beam:selfask \
                 --pair beam-retrieval:rta --pair beam-retrieval:beam --pair beam-retrieval-compiled:beam-retrieval \
                 --pair beam-retrieval-compiled:rta \
-                --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled from 100 MuSiQue train questions (NQ: the path judge and annotated demos; TriviaQA and WebQ, whose presets read GENREAD documents and no passages: the annotated demos) on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads (plus the NQ-open gold passages for NQ); runs one at a time.}" ;;
+                --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled from 100 MuSiQue train questions (NQ: the path judge and annotated demos; TriviaQA and WebQ, whose presets read GENREAD documents and no passages: the annotated demos) on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads plus the NQ-open test gold passages (one corpus for the three sets); runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
 done
