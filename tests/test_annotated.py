@@ -49,6 +49,19 @@ def test_tor_gets_review_mpc_and_reader_demos_without_any_lm_call(train):
     assert {d.answer for d in fuse} == {"Vitznau", "1871", "Lake Lucerne"}  # the one-hop record is never used
 
 
+def test_cor_under_mpc_gets_the_same_mpc_demos_and_none_without_its_writer(train):
+    hotpot, _ = train
+    lm, engine = _no_lm()
+    with dspy.context(lm=lm):
+        mpc = AnnotatedFewShot(k=3, seed=0).compile(build_program("cor", tree_retriever(), expansion="mpc"),
+                                                    trainset=hotpot)
+        cot = AnnotatedFewShot(k=3, seed=0).compile(build_program("cor", tree_retriever()), trainset=hotpot)
+    assert engine.calls == []
+    demos = mpc.complete_paragraph.demos
+    assert len(demos) == 3 and all(d.missing_paragraph for d in demos)
+    assert not hasattr(cot, "complete_paragraph") and cot.review.demos  # the CoT review writes its own queries
+
+
 def TreeOfReviews_():
     return build_program("tor", tree_retriever())
 

@@ -39,7 +39,7 @@ class ChainOfReviews(ReviewProgram):
 
     name = "cor"
     tree_shape = "chain"
-    annotation_demos = {"review": "review", "fuse": "read"}
+    annotation_demos = {"review": "review", "complete_paragraph": "complete", "fuse": "read"}  # MPC: expansion=mpc
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
