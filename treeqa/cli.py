@@ -65,6 +65,13 @@ def model_path() -> None:
         _fail(exc)
 
 
+# options several commands share
+LmOption = Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")]
+ApiBaseOption = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
+                                                          "program was compiled with).")]
+CorpusOption = Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")]
+
 @index_app.command("build")
 def index_build(
     dataset: Annotated[str, typer.Option(help="Dataset whose pooled corpus to index.")] = "hotpotqa",
@@ -184,10 +191,9 @@ def evaluate_cmd(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     skip: Annotated[int, typer.Option(help="Leave out the first SKIP questions of the seeded order (a sample "
                                            "already examined), taking the next N.")] = 0,
-    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
-    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
-    retriever: Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
-                                                       "program was compiled with).")] = None,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
+    retriever: RetrieverOption = None,
     corpus: Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index "
                                                     "build --corpus FILE --name NAME`) instead.")] = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
@@ -252,8 +258,8 @@ def compare_cmd(
     split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report).")] = None,
     n: Annotated[int, typer.Option("--n", help="Number of questions (seeded sample).")] = 5,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
-    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
-    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
@@ -294,11 +300,10 @@ def ask(
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to answer with.")] = None,
     program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = SIMPLEST,
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
-    retriever: Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
-                                                       "program was compiled with).")] = None,
-    corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
-    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
-    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    retriever: RetrieverOption = None,
+    corpus: CorpusOption = None,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
     tree: Annotated[bool, typer.Option("--tree", help="Also print the search tree.")] = False,
     cache: Annotated[bool, typer.Option(help="Answer from DSPy's response cache when this question was asked "
                                              "before (kept per model and endpoint).")] = True,
@@ -364,11 +369,10 @@ def serve(
     program: Annotated[str, typer.Option(help=f"Zero-shot program when no --compiled: one of {PROGRAM_NAMES}.")] = (
         DEFAULT_PROGRAM),
     dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
-    retriever: Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
-                                                       "program was compiled with).")] = None,
-    corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
-    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
-    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    retriever: RetrieverOption = None,
+    corpus: CorpusOption = None,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
@@ -434,11 +438,11 @@ def optimize_cmd(
     skip: Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a "
                                            "sample already examined), taking the next DEV.")] = 0,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,
-    lm: Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")] = "local",
-    api_base: Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")] = None,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
     teacher_lm: Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")] = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
-    corpus: Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")] = None,
+    corpus: CorpusOption = None,
     threads: Annotated[int, typer.Option(help="Parallel questions (remote LMs; the embedded one is serial).")] = 1,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/optimize/).")] = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
