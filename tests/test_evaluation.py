@@ -133,3 +133,38 @@ def test_parse_attempts_and_failures_are_recorded():
     assert italy["parse_attempts"][name] == 2 and italy["parse_failures"][name] == 2
     assert france["parse_attempts"][name] == 1 and france["parse_failures"] == {}
     assert result["summary"]["parse_success"] == pytest.approx(100 / 3, abs=0.01)
+
+
+class WriteSubQuestion(dspy.Signature):
+    question: str = dspy.InputField()
+    sub_question: str = dspy.OutputField()
+
+
+class AnswerWithSubQuestion(dspy.Signature):
+    question: str = dspy.InputField()
+    sub_question: str = dspy.InputField()
+    answer: str = dspy.OutputField()
+
+
+class TwoStepProgram(dspy.Module):
+    """Two predictors of different signatures, and one LM call made without an adapter."""
+
+    def __init__(self):
+        super().__init__()
+        self.ask = dspy.Predict(WriteSubQuestion)
+        self.answer = dspy.Predict(AnswerWithSubQuestion)
+
+    def forward(self, question):
+        sub = self.ask(question=question).sub_question
+        dspy.settings.lm("a raw prompt")
+        return dspy.Prediction(answer=self.answer(question=question, sub_question=sub).answer)
+
+
+def test_lm_calls_and_seconds_are_put_down_to_the_signature_that_made_them():
+    lm = DummyLM([{"sub_question": "Which country?"}, {"answer": "unused"}, {"answer": "Paris"}])
+    result = evaluate(TwoStepProgram(), _examples()[:1], lm=lm, progress=False)
+    (record,) = result["records"]
+    assert record["lm_calls_by_signature"] == {"WriteSubQuestion": 1, "other": 1, "AnswerWithSubQuestion": 1}
+    assert set(record["lm_seconds_by_signature"]) == {"WriteSubQuestion", "other", "AnswerWithSubQuestion"}
+    assert all(seconds >= 0 for seconds in record["lm_seconds_by_signature"].values())
+    assert set(result["summary"]["lm_seconds_per_q_by_signature"]) == set(record["lm_calls_by_signature"])

@@ -47,6 +47,36 @@ class ParseCounter(BaseCallback):
             self.failures[name] = self.failures.get(name, 0) + 1
 
 
+class LmTimeBySignature(BaseCallback):
+    """LM calls and their seconds per signature, so a run says which predictor its time goes to.
+
+    An adapter formats a signature's prompt and calls the LM in the same thread, so each LM call
+    is put down to the signature last formatted in its thread ("other" when none was: a direct
+    LM call). Seconds are wall time around the call, a cached answer's included."""
+
+    def __init__(self):
+        self._formatting = threading.local()
+        self._started: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self.calls: dict[str, int] = {}
+        self.seconds: dict[str, float] = {}
+
+    def on_adapter_format_start(self, call_id, instance, inputs):
+        signature = inputs.get("signature")
+        self._formatting.name = getattr(signature, "__name__", str(signature))
+
+    def on_lm_start(self, call_id, instance, inputs):
+        name = getattr(self._formatting, "name", None) or "other"
+        self._formatting.name = None  # one formatted prompt, one call: a later raw call is "other"
+        self._started[call_id] = (name, time.perf_counter())
+
+    def on_lm_end(self, call_id, outputs, exception=None):
+        name, started = self._started.pop(call_id, ("other", time.perf_counter()))
+        with self._lock:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - started, 3)
+
+
 def _retrieved(prediction: Any) -> list | None:
     """The passages a program saw, first-retrieved first; None for a program that retrieves none."""
     retrieved = getattr(prediction, "retrieved", None) if prediction is not None else None
@@ -73,8 +103,8 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     engine_stats = getattr(getattr(lm, "_engine_spec", None), "stats", None)
     lm_seconds_before = engine_stats.seconds if engine_stats is not None else None
     started = time.perf_counter()
-    parses = ParseCounter()
-    callbacks = [*dspy.settings.get("callbacks", []), parses]
+    parses, timing = ParseCounter(), LmTimeBySignature()
+    callbacks = [*dspy.settings.get("callbacks", []), parses, timing]
     context = dict(callbacks=callbacks)
     if lm is not None:  # set here, not inherited: worker threads do not see the caller's context
         context["lm"] = lm
@@ -102,6 +132,8 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     failures = list(getattr(prediction, "failures", None) or []) if prediction is not None else []
     record["parse_attempts"] = parses.attempts
     record["parse_failures"] = parses.failures
+    record["lm_calls_by_signature"] = timing.calls
+    record["lm_seconds_by_signature"] = timing.seconds
     record["failed_calls"] = len(failures)
     if failures:
         record["failures"] = failures
@@ -213,6 +245,11 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
     if all("lm_seconds" in r for r in records) and sum(r["seconds"] for r in records) > 0:
         out["overhead_pct"] = round(100 * (1 - sum(r["lm_seconds"] for r in records)
                                            / sum(r["seconds"] for r in records)), 2)
+    timed = [r for r in records if "lm_seconds_by_signature" in r]
+    if timed:  # where a question's LM time goes, per signature (records since 2026-11-25)
+        names = sorted({name for r in timed for name in r["lm_seconds_by_signature"]})
+        out["lm_seconds_per_q_by_signature"] = {
+            name: round(mean(r["lm_seconds_by_signature"].get(name, 0.0) for r in timed), 2) for name in names}
     attempts = sum(sum(r.get("parse_attempts", {}).values()) for r in records)
     if attempts:
         failed = sum(sum(r.get("parse_failures", {}).values()) for r in records)
