@@ -54,7 +54,7 @@ for step in "${steps[@]}"; do
                        beam-retrieval-compiled; do
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/report.json" ] && runs+=("$OUT/$run"); done
             "$BIN/python" benchmarks/record.py "$DATASET-test$N" "${runs[@]}" \
-                --pair beam:rta --pair beam:genread --pair beam:direct --pair beam-compiled:beam \
+                --pair beam:rta --pair beam:genread --pair beam:direct --pair genread:direct --pair genread:rta --pair rta:direct --pair beam-compiled:beam \
                 --pair beam-compiled:rta --pair beam-compiled:genread --pair beam-reader:beam --pair beam-reader:rta \
                 --pair selfask:rta --pair selfask:direct --pair beam:selfask \
                 --pair beam-retrieval:rta --pair beam-retrieval:beam --pair beam-retrieval-compiled:beam-retrieval \
