@@ -59,6 +59,8 @@ def test_cor_under_mpc_gets_the_same_mpc_demos_and_none_without_its_writer(train
     assert engine.calls == []
     demos = mpc.complete_paragraph.demos
     assert len(demos) == 3 and all(d.missing_paragraph for d in demos)
+    tor = AnnotatedFewShot(k=3, seed=0).compile(TreeOfReviews_(), trainset=hotpot)
+    assert [d.toDict() for d in demos] == [d.toDict() for d in tor.complete_paragraph.demos]
     assert not hasattr(cot, "complete_paragraph") and cot.review.demos  # the CoT review writes its own queries
 
 

@@ -4,8 +4,10 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
+from tests.fakes import FakeEndpoint
 from treeqa.data.corpus import Passage
 from treeqa.evaluation import evaluate, read_records, summarize
+from treeqa.lm import get_lm
 
 
 class EchoProgram(dspy.Module):
@@ -165,6 +167,19 @@ def test_lm_calls_and_seconds_are_put_down_to_the_signature_that_made_them():
     result = evaluate(TwoStepProgram(), _examples()[:1], lm=lm, progress=False)
     (record,) = result["records"]
     assert record["lm_calls_by_signature"] == {"WriteSubQuestion": 1, "other": 1, "AnswerWithSubQuestion": 1}
-    assert set(record["lm_seconds_by_signature"]) == {"WriteSubQuestion", "other", "AnswerWithSubQuestion"}
-    assert all(seconds >= 0 for seconds in record["lm_seconds_by_signature"].values())
+    assert set(record["lm_seconds_by_signature"]) == set(record["lm_calls_by_signature"])
+    assert sum(record["lm_seconds_by_signature"].values()) <= record["seconds"]
     assert set(result["summary"]["lm_seconds_per_q_by_signature"]) == set(record["lm_calls_by_signature"])
+    assert "lm_seconds_per_q_by_signature_questions" not in result["summary"]  # every record has them
+
+
+def test_an_endpoint_call_in_its_worker_thread_is_put_down_to_its_signature(settings_env):
+    """EndpointLM runs each request in a thread of its own (its deadline): the signature must
+    follow the call there, and the wait the server makes is that signature's time."""
+    settings_env(lm_timeout=20, lm_retries=0)
+    reply = "[[ ## sub_question ## ]]\nWhich country?\n\n[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
+    with FakeEndpoint(lambda n, body, headers: (200, reply, 0.2)) as ep:
+        lm = get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)
+        (record,) = evaluate(TwoStepProgram(), _examples()[:1], lm=lm, progress=False)["records"]
+    assert record["lm_calls_by_signature"] == {"WriteSubQuestion": 1, "other": 1, "AnswerWithSubQuestion": 1}
+    assert all(seconds >= 0.2 for seconds in record["lm_seconds_by_signature"].values())

@@ -211,8 +211,15 @@ def test_8_ask_and_serve_a_compiled_program_over_your_own_corpus(scripted, tmp_p
     info = load_served(str(path), "direct", "hotpotqa", "bm25", "local", None, corpus="mine").info
     assert asked[-1] == ("hotpotqa", "bm25", "mine") and "mine" in json.dumps(info)
     asked.clear()
-    _cli("ask", "Is Weggis on the lake?", "--compiled", str(path), "--no-cache")
+    result = _cli("ask", "Is Weggis on the lake?", "--compiled", str(path), "--no-cache")
+    assert result.exit_code == 0, result.output
     assert asked == [("hotpotqa", "dense", None)]  # load_program's own default, the compiled-on index
+    asked.clear()  # a program that searches nothing builds no index, whatever --corpus says
+    direct = save_compiled(build_program("direct"), tmp_path / "d.json", name="direct", dataset="hotpotqa",
+                           retriever="dense")
+    assert _cli("ask", "Is Weggis on the lake?", "--compiled", str(direct), "--corpus", "mine",
+                "--no-cache").exit_code == 0
+    assert asked == []
 
 
 # 9. a compiled.json of another optimizer is not reported under this one's name -----------------

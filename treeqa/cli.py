@@ -72,6 +72,7 @@ RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (defaul
                                                           "program was compiled with).")]
 CorpusOption = Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")]
 
+
 @index_app.command("build")
 def index_build(
     dataset: Annotated[str, typer.Option(help="Dataset whose pooled corpus to index.")] = "hotpotqa",
@@ -121,18 +122,18 @@ def index_build(
 def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None):
     """(program, recipe, retriever, corpus) of a compiled file: it searches what it was compiled
     against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25)."""
-    from treeqa.compiled import load_program, read_recipe
+    from treeqa.compiled import load_program, read_recipe, recipe_settings
+    from treeqa.programs import uses_retriever
 
     recipe, _ = read_recipe(compiled)
     retriever = retriever or recipe.get("retriever", "dense")
     corpus = corpus or recipe.get("corpus")
     index = None
-    if corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense"):
-        from treeqa.programs import uses_retriever
+    searches = uses_retriever(recipe["program"], *recipe_settings(recipe))  # not e.g. a beam on GENREAD documents
+    if searches and (corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense")):
         from treeqa.retrievers import get_retriever
 
-        if uses_retriever(recipe["program"]):
-            index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
+        index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
     return load_program(compiled, retriever=index, expect=expect), recipe, retriever, corpus
 
 
@@ -350,8 +351,11 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
     from treeqa.serving import Served, program_info
 
     if compiled:
+        from treeqa.compiled import recipe_settings
+
         qa, recipe, _, corpus = load_searching(compiled, retriever, corpus)
-        name, dataset = recipe["program"], corpus or recipe.get("dataset")
+        name = recipe["program"]
+        dataset = (corpus or recipe.get("dataset")) if uses_retriever(name, *recipe_settings(recipe)) else None
     else:
         from treeqa.retrievers import get_retriever
 

@@ -7,6 +7,7 @@ recorded with its error and scores 0; the others go on.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import math
@@ -47,34 +48,50 @@ class ParseCounter(BaseCallback):
             self.failures[name] = self.failures.get(name, 0) + 1
 
 
-class LmTimeBySignature(BaseCallback):
-    """LM calls and their seconds per signature, so a run says which predictor its time goes to.
+_formatted_signature: contextvars.ContextVar[str | None] = contextvars.ContextVar("treeqa_formatted_signature",
+                                                                                 default=None)
 
-    An adapter formats a signature's prompt and calls the LM in the same thread, so each LM call
-    is put down to the signature last formatted in its thread ("other" when none was: a direct
-    LM call). Seconds are wall time around the call, a cached answer's included."""
+
+class LmTimeBySignature(BaseCallback):
+    """LM calls and their seconds per signature, so a run says where its LM time goes.
+
+    An adapter formats a signature's prompt, calls the LM and parses the reply in one context, so
+    each LM call is put down to the signature formatted last in its context ("other" when none
+    is pending: an LM called directly). A context variable, not a thread-local, because an
+    endpoint call runs in a worker thread with a copy of the caller's context. Counted are the
+    calls that reach `dspy.LM` (each retry of an endpoint is one; an endpoint's response-cache hit
+    none; the embedded LM's cache hits are, at about a millisecond), so with the cache off they
+    are the LM calls of the record. Seconds are wall time around each call; calls made in
+    parallel overlap."""
 
     def __init__(self):
-        self._formatting = threading.local()
         self._started: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
-        self.calls: dict[str, int] = {}
-        self.seconds: dict[str, float] = {}
+        self._calls: dict[str, int] = {}
+        self._seconds: dict[str, float] = {}
 
     def on_adapter_format_start(self, call_id, instance, inputs):
         signature = inputs.get("signature")
-        self._formatting.name = getattr(signature, "__name__", str(signature))
+        _formatted_signature.set(getattr(signature, "__name__", str(signature)))
+
+    def on_adapter_parse_start(self, call_id, instance, inputs):
+        _formatted_signature.set(None)  # the call it was formatted for is over
 
     def on_lm_start(self, call_id, instance, inputs):
-        name = getattr(self._formatting, "name", None) or "other"
-        self._formatting.name = None  # one formatted prompt, one call: a later raw call is "other"
-        self._started[call_id] = (name, time.perf_counter())
+        with self._lock:
+            self._started[call_id] = (_formatted_signature.get() or "other", time.perf_counter())
 
     def on_lm_end(self, call_id, outputs, exception=None):
-        name, started = self._started.pop(call_id, ("other", time.perf_counter()))
+        ended = time.perf_counter()
         with self._lock:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - started, 3)
+            name, started = self._started.pop(call_id, ("other", ended))
+            self._calls[name] = self._calls.get(name, 0) + 1
+            self._seconds[name] = self._seconds.get(name, 0.0) + ended - started
+
+    def figures(self) -> tuple[dict[str, int], dict[str, float]]:
+        """(calls, seconds) by signature, copied: a call abandoned past its deadline may still end later."""
+        with self._lock:
+            return dict(self._calls), {name: round(sec, 3) for name, sec in self._seconds.items()}
 
 
 def _retrieved(prediction: Any) -> list | None:
@@ -130,10 +147,9 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     if retrieved is not None:  # where no gold passage is annotated (TriviaQA, WebQ) the only retrieval figure
         record[f"answer_hit@{RECALL_K}"] = answer_hit_at_k([p.text for p in retrieved], example.answers, RECALL_K)
     failures = list(getattr(prediction, "failures", None) or []) if prediction is not None else []
-    record["parse_attempts"] = parses.attempts
-    record["parse_failures"] = parses.failures
-    record["lm_calls_by_signature"] = timing.calls
-    record["lm_seconds_by_signature"] = timing.seconds
+    record["parse_attempts"] = dict(parses.attempts)
+    record["parse_failures"] = dict(parses.failures)
+    record["lm_calls_by_signature"], record["lm_seconds_by_signature"] = timing.figures()
     record["failed_calls"] = len(failures)
     if failures:
         record["failures"] = failures
@@ -250,6 +266,8 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
         names = sorted({name for r in timed for name in r["lm_seconds_by_signature"]})
         out["lm_seconds_per_q_by_signature"] = {
             name: round(mean(r["lm_seconds_by_signature"].get(name, 0.0) for r in timed), 2) for name in names}
+        if len(timed) < len(records):  # a run resumed from records made before they were kept
+            out["lm_seconds_per_q_by_signature_questions"] = len(timed)
     attempts = sum(sum(r.get("parse_attempts", {}).values()) for r in records)
     if attempts:
         failed = sum(sum(r.get("parse_failures", {}).values()) for r in records)

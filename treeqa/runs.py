@@ -116,12 +116,13 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
 def comparison_table(comparisons: dict[str, dict[str, Any]]) -> str:
     """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table."""
     lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] "
-             "| F1 verdict | EM A / B where both saw all gold (n) [95% CI of A - B] |",
+             "| F1 verdict | EM A / B where both saw all gold (n) [95% CI of A - B], p: verdict |",
              "|---|---|---|---|---|---|---|---|---|"]
     for label, c in comparisons.items():
         em, f1, full = c["em"], c.get("f1"), c.get("em_given_all_gold")
         f1_cells = (f"{f1['diff']:+.2f} [{f1['ci'][0]:+.2f}, {f1['ci'][1]:+.2f}] | {f1['verdict']}" if f1 else "– | –")
         full_cell = (f"{full['a']} / {full['b']} ({full['n']}) [{full['ci'][0]:+.2f}, {full['ci'][1]:+.2f}]"
+                     + (f", p={full['p_mcnemar']:.3g}: {full['verdict']}" if "p_mcnemar" in full else "")
                      if full else "–")
         lines.append(f"| {label} | {c['n']} | {em['diff']:+.2f} [{em['ci'][0]:+.2f}, {em['ci'][1]:+.2f}] | "
                      f"{em['wins']} / {em['losses']} / {em['ties']} | {em['p_mcnemar']:.3g} | {em['verdict']} | "

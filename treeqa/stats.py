@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from treeqa.metrics import RECALL_K
+
 RESAMPLES = 10_000
 LEVEL = 0.95
 NO_DIFFERENCE = "no significant difference"
@@ -101,7 +103,7 @@ def compare_records(a: Sequence[dict], b: Sequence[dict], keys: Sequence[str] = 
                     seed: int = 0) -> dict:
     """Paired comparison of two runs' records, matched by question id; figures in percent.
 
-    Only questions both runs answered are compared; `n` says how many. With "recall@15" among
+    Only questions both runs answered are compared; `n` says how many. With recall@15 among
     the keys, `em_given_all_gold` compares the two readers where both searches had every gold
     paragraph in their first 15 passages, so a search that finds more is not credited for it:
     what is left is how well each program answers from evidence that holds the answer.
@@ -121,14 +123,16 @@ def compare_records(a: Sequence[dict], b: Sequence[dict], keys: Sequence[str] = 
         if key == "em":
             entry["p_mcnemar"] = round(cmp["p_mcnemar"], 4)
         out[key] = entry
-    if "recall@15" in keys:
-        full = [(x, y) for x, y in common if x.get("recall@15") == 1.0 and y.get("recall@15") == 1.0]
+    recall = f"recall@{RECALL_K}"
+    if recall in keys:
+        full = [(x, y) for x, y in common if x.get(recall) == 1.0 and y.get(recall) == 1.0]
         if full:
             cmp = paired_comparison([x["em"] for x, _ in full], [y["em"] for _, y in full], seed=seed)
             out["em_given_all_gold"] = {"n": len(full),
                                         "a": round(100 * sum(x["em"] for x, _ in full) / len(full), 2),
                                         "b": round(100 * sum(y["em"] for _, y in full) / len(full), 2),
-                                        "ci": [round(100 * c, 2) for c in cmp["ci"]], "verdict": cmp["verdict"]}
+                                        "ci": [round(100 * c, 2) for c in cmp["ci"]],
+                                        "p_mcnemar": round(cmp["p_mcnemar"], 4), "verdict": cmp["verdict"]}
     return out
 
 
