@@ -222,6 +222,17 @@ def test_8_ask_and_serve_a_compiled_program_over_your_own_corpus(scripted, tmp_p
     assert asked == []
 
 
+def test_8_compare_pairs_each_program_with_rta_on_the_same_questions(scripted, tmp_path, monkeypatch):
+    monkeypatch.setattr("treeqa.runs.RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda dataset, kind, corpus=None: tree_retriever())
+    result = _cli("compare", "--programs", "direct,rta", "--n", "2", "--no-cache")
+    assert result.exit_code == 0, result.output
+    table = result.output.split("Paired on the same questions")[1]
+    assert "| direct vs rta | 2 |" in table and "where both saw all gold" in table
+    assert len(list((tmp_path / "runs").rglob("predictions.jsonl"))) == 2  # one folder a program
+    assert _cli("compare", "--programs", "direct,rta", "--against", "cot").exit_code == 1
+
+
 # 9. a compiled.json of another optimizer is not reported under this one's name -----------------
 
 def test_9_an_optimize_folder_that_lost_its_spec_refuses_another_optimizer(scripted, tmp_path):
