@@ -162,24 +162,42 @@ class TwoStepProgram(dspy.Module):
         return dspy.Prediction(answer=self.answer(question=question, sub_question=sub).answer)
 
 
-def test_lm_calls_and_seconds_are_put_down_to_the_signature_that_made_them():
+def test_lm_calls_and_seconds_are_put_down_to_the_predictor_that_made_them():
     lm = DummyLM([{"sub_question": "Which country?"}, {"answer": "unused"}, {"answer": "Paris"}])
     result = evaluate(TwoStepProgram(), _examples()[:1], lm=lm, progress=False)
     (record,) = result["records"]
-    assert record["lm_calls_by_signature"] == {"WriteSubQuestion": 1, "other": 1, "AnswerWithSubQuestion": 1}
-    assert set(record["lm_seconds_by_signature"]) == set(record["lm_calls_by_signature"])
-    assert sum(record["lm_seconds_by_signature"].values()) <= record["seconds"]
-    assert set(result["summary"]["lm_seconds_per_q_by_signature"]) == set(record["lm_calls_by_signature"])
-    assert "lm_seconds_per_q_by_signature_questions" not in result["summary"]  # every record has them
+    assert record["lm_calls_by_predictor"] == {"ask": 1, "other": 1, "answer": 1}
+    assert set(record["lm_seconds_by_predictor"]) == set(record["lm_calls_by_predictor"])
+    assert sum(record["lm_seconds_by_predictor"].values()) <= record["seconds"]
+    assert set(result["summary"]["lm_seconds_per_q_by_predictor"]) == set(record["lm_calls_by_predictor"])
+    assert "lm_seconds_per_q_by_predictor_questions" not in result["summary"]  # every record has them
 
 
-def test_an_endpoint_call_in_its_worker_thread_is_put_down_to_its_signature(settings_env):
-    """EndpointLM runs each request in a thread of its own (its deadline): the signature must
-    follow the call there, and the wait the server makes is that signature's time."""
+def test_an_endpoint_call_in_its_worker_thread_is_put_down_to_its_predictor(settings_env):
+    """EndpointLM runs each request in a thread of its own (its deadline): the predictor must
+    follow the call there, and the wait the server makes is that predictor's time."""
     settings_env(lm_timeout=20, lm_retries=0)
     reply = "[[ ## sub_question ## ]]\nWhich country?\n\n[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
     with FakeEndpoint(lambda n, body, headers: (200, reply, 0.2)) as ep:
         lm = get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)
         (record,) = evaluate(TwoStepProgram(), _examples()[:1], lm=lm, progress=False)["records"]
-    assert record["lm_calls_by_signature"] == {"WriteSubQuestion": 1, "other": 1, "AnswerWithSubQuestion": 1}
-    assert all(seconds >= 0.2 for seconds in record["lm_seconds_by_signature"].values())
+    assert record["lm_calls_by_predictor"] == {"ask": 1, "other": 1, "answer": 1}
+    assert all(seconds >= 0.2 for seconds in record["lm_seconds_by_predictor"].values())
+
+
+class Reasoner(dspy.Module):
+    """A predictor nested in ChainOfThought, and one made on the fly that the program does not list."""
+
+    def __init__(self):
+        super().__init__()
+        self.reason = dspy.ChainOfThought(AnswerWithSubQuestion)
+
+    def forward(self, question):
+        sub = dspy.Predict(WriteSubQuestion)(question=question).sub_question
+        return self.reason(question=question, sub_question=sub)
+
+
+def test_nested_predictors_go_by_their_path_and_unlisted_ones_by_their_signature():
+    lm = DummyLM([{"sub_question": "Which country?"}, {"reasoning": "It is France.", "answer": "Paris"}])
+    (record,) = evaluate(Reasoner(), _examples()[:1], lm=lm, progress=False)["records"]
+    assert record["lm_calls_by_predictor"] == {"WriteSubQuestion": 1, "reason.predict": 1}

@@ -7,7 +7,6 @@ recorded with its error and scores 0; the others go on.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import math
@@ -48,38 +47,39 @@ class ParseCounter(BaseCallback):
             self.failures[name] = self.failures.get(name, 0) + 1
 
 
-_formatted_signature: contextvars.ContextVar[str | None] = contextvars.ContextVar("treeqa_formatted_signature",
-                                                                                 default=None)
+class LmTimeByPredictor(BaseCallback):
+    """LM calls and their seconds per predictor, so a run says where its LM time goes.
 
+    Each LM call is put down to the innermost `dspy.Predict` DSPy has on its call stack
+    (`settings.caller_modules`, which an endpoint call's worker thread inherits with the
+    caller's context), named as the program names it (`review`, `answer.predict`); a predictor
+    the program does not list goes by its signature's name, and a call made outside any
+    predictor is "other". Counted are the calls that reach `dspy.LM` (each retry of an endpoint
+    is one; an endpoint's response-cache hit none; the embedded LM's cache hits are, at about a
+    millisecond), so with the cache off they are the record's LM calls. Seconds are wall time
+    around each call; calls made in parallel overlap.
 
-class LmTimeBySignature(BaseCallback):
-    """LM calls and their seconds per signature, so a run says where its LM time goes.
+    Args:
+        names: `id(predictor)` -> its name in the program (`named_predictors`).
+    """
 
-    An adapter formats a signature's prompt, calls the LM and parses the reply in one context, so
-    each LM call is put down to the signature formatted last in its context ("other" when none
-    is pending: an LM called directly). A context variable, not a thread-local, because an
-    endpoint call runs in a worker thread with a copy of the caller's context. Counted are the
-    calls that reach `dspy.LM` (each retry of an endpoint is one; an endpoint's response-cache hit
-    none; the embedded LM's cache hits are, at about a millisecond), so with the cache off they
-    are the LM calls of the record. Seconds are wall time around each call; calls made in
-    parallel overlap."""
-
-    def __init__(self):
+    def __init__(self, names: dict[int, str] | None = None):
+        self._names = names or {}
         self._started: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
         self._calls: dict[str, int] = {}
         self._seconds: dict[str, float] = {}
 
-    def on_adapter_format_start(self, call_id, instance, inputs):
-        signature = inputs.get("signature")
-        _formatted_signature.set(getattr(signature, "__name__", str(signature)))
-
-    def on_adapter_parse_start(self, call_id, instance, inputs):
-        _formatted_signature.set(None)  # the call it was formatted for is over
+    def _caller(self) -> str:
+        predict = next((m for m in reversed(dspy.settings.caller_modules or []) if isinstance(m, dspy.Predict)), None)
+        if predict is None:
+            return "other"
+        return self._names.get(id(predict)) or getattr(predict.signature, "__name__", "other")
 
     def on_lm_start(self, call_id, instance, inputs):
+        name = self._caller()
         with self._lock:
-            self._started[call_id] = (_formatted_signature.get() or "other", time.perf_counter())
+            self._started[call_id] = (name, time.perf_counter())
 
     def on_lm_end(self, call_id, outputs, exception=None):
         ended = time.perf_counter()
@@ -89,7 +89,7 @@ class LmTimeBySignature(BaseCallback):
             self._seconds[name] = self._seconds.get(name, 0.0) + ended - started
 
     def figures(self) -> tuple[dict[str, int], dict[str, float]]:
-        """(calls, seconds) by signature, copied: a call abandoned past its deadline may still end later."""
+        """(calls, seconds) by predictor, copied: a call abandoned past its deadline may still end later."""
         with self._lock:
             return dict(self._calls), {name: round(sec, 3) for name, sec in self._seconds.items()}
 
@@ -120,7 +120,8 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     engine_stats = getattr(getattr(lm, "_engine_spec", None), "stats", None)
     lm_seconds_before = engine_stats.seconds if engine_stats is not None else None
     started = time.perf_counter()
-    parses, timing = ParseCounter(), LmTimeBySignature()
+    parses = ParseCounter()
+    timing = LmTimeByPredictor({id(p): name for name, p in program.named_predictors()})
     callbacks = [*dspy.settings.get("callbacks", []), parses, timing]
     context = dict(callbacks=callbacks)
     if lm is not None:  # set here, not inherited: worker threads do not see the caller's context
@@ -149,7 +150,7 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     failures = list(getattr(prediction, "failures", None) or []) if prediction is not None else []
     record["parse_attempts"] = dict(parses.attempts)
     record["parse_failures"] = dict(parses.failures)
-    record["lm_calls_by_signature"], record["lm_seconds_by_signature"] = timing.figures()
+    record["lm_calls_by_predictor"], record["lm_seconds_by_predictor"] = timing.figures()
     record["failed_calls"] = len(failures)
     if failures:
         record["failures"] = failures
@@ -261,13 +262,13 @@ def summarize(records: Iterable[dict]) -> dict[str, float]:
     if all("lm_seconds" in r for r in records) and sum(r["seconds"] for r in records) > 0:
         out["overhead_pct"] = round(100 * (1 - sum(r["lm_seconds"] for r in records)
                                            / sum(r["seconds"] for r in records)), 2)
-    timed = [r for r in records if "lm_seconds_by_signature" in r]
-    if timed:  # where a question's LM time goes, per signature (records since 2026-11-25)
-        names = sorted({name for r in timed for name in r["lm_seconds_by_signature"]})
-        out["lm_seconds_per_q_by_signature"] = {
-            name: round(mean(r["lm_seconds_by_signature"].get(name, 0.0) for r in timed), 2) for name in names}
+    timed = [r for r in records if "lm_seconds_by_predictor" in r]
+    if timed:  # where a question's LM time goes, per predictor (records since 2026-11-25)
+        names = sorted({name for r in timed for name in r["lm_seconds_by_predictor"]})
+        out["lm_seconds_per_q_by_predictor"] = {
+            name: round(mean(r["lm_seconds_by_predictor"].get(name, 0.0) for r in timed), 2) for name in names}
         if len(timed) < len(records):  # a run resumed from records made before they were kept
-            out["lm_seconds_per_q_by_signature_questions"] = len(timed)
+            out["lm_seconds_per_q_by_predictor_questions"] = len(timed)
     attempts = sum(sum(r.get("parse_attempts", {}).values()) for r in records)
     if attempts:
         failed = sum(sum(r.get("parse_failures", {}).values()) for r in records)
