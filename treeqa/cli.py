@@ -267,7 +267,7 @@ def compare_cmd(
 ) -> None:
     """Programs side by side on the same questions (beam with the NQ preset), each paired with one baseline."""
     from treeqa.runs import EvalSpec, comparison_table, data_line, markdown_table, run_evaluation
-    from treeqa.stats import compare_records
+    from treeqa.stats import PAIRED_KEYS, compare_records
 
     names = [p.strip() for p in programs.split(",") if p.strip()]
     if not names:
@@ -288,7 +288,7 @@ def compare_cmd(
         _fail(exc)
     typer.echo(data_line(data))
     typer.echo(markdown_table(rows))
-    pairs = {f"{name} vs {base}": compare_records(records[name], records[base], keys=("em", "f1", "recall@15"))
+    pairs = {f"{name} vs {base}": compare_records(records[name], records[base], keys=PAIRED_KEYS)
              for name in names if name != base}
     if pairs:
         typer.echo("\nPaired on the same questions (95% paired-bootstrap interval, exact McNemar on EM):")

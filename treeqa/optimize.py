@@ -32,7 +32,7 @@ from treeqa.runs import (
     select_examples,
     versions,
 )
-from treeqa.stats import compare_records
+from treeqa.stats import PAIRED_KEYS, compare_records
 
 
 def optimizer_names() -> tuple[str, ...]:
@@ -330,7 +330,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     rows = {f"{spec.program} zero-shot": zero["summary"],
             f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
     table = markdown_table(rows)
-    paired = compare_records(comp["records"], zero["records"], keys=("em", "f1", "recall@15"))
+    paired = compare_records(comp["records"], zero["records"], keys=PAIRED_KEYS)
     paired_table = comparison_table({"compiled vs zero-shot": paired})
     report = {"spec": spec.model_dump(), "splits": {"train": train_split, "dev": dev_split}, "data": zero["data"],
               "zero_shot": zero["summary"], "compiled": comp["summary"], "compiled_vs_zero_shot": paired,

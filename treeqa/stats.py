@@ -21,6 +21,7 @@ from treeqa.metrics import RECALL_K
 RESAMPLES = 10_000
 LEVEL = 0.95
 NO_DIFFERENCE = "no significant difference"
+PAIRED_KEYS = ("em", "f1", f"recall@{RECALL_K}")  # what reports pair: recall adds the reading-given-gold figure
 
 
 def _array(values: Sequence[float], name: str) -> np.ndarray:
