@@ -224,12 +224,20 @@ def test_8_ask_and_serve_a_compiled_program_over_your_own_corpus(scripted, tmp_p
 
 def test_8_compare_pairs_each_program_with_rta_on_the_same_questions(scripted, tmp_path, monkeypatch):
     monkeypatch.setattr("treeqa.runs.RUNS_DIR", tmp_path / "runs")
-    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda dataset, kind, corpus=None: tree_retriever())
-    result = _cli("compare", "--programs", "direct,rta", "--n", "2", "--no-cache")
+    result = _cli("compare", "--programs", "direct,iterretgen,rta", "--n", "2", "--retriever", "bm25", "--no-cache")
     assert result.exit_code == 0, result.output
     table = result.output.split("Paired on the same questions")[1]
-    assert "| direct vs rta | 2 |" in table and "where both saw all gold" in table
-    assert len(list((tmp_path / "runs").rglob("predictions.jsonl"))) == 2  # one folder a program
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if " vs rta " in line}
+    assert "where both saw all gold" in table and set(rows) == {"direct vs rta", "iterretgen vs rta"}
+    # the reading column: both searches found every gold paragraph of both questions (BM25 over the
+    # fixture corpus) and both answered them; direct sees no passages, so it has no such column
+    assert rows["iterretgen vs rta"].endswith("| 100.0 / 100.0 (2) [+0.00, +0.00], p=1: no significant difference |")
+    assert rows["direct vs rta"].endswith("| – |")
+    assert len(list((tmp_path / "runs").rglob("predictions.jsonl"))) == 3  # one folder a program
+    typo = _cli("compare", "--programs", "direct,rtaa", "--n", "2", "--no-cache")
+    assert typo.exit_code == 1 and "unknown program 'rtaa'" in typo.output
+    assert "direct on hotpotqa" not in typo.output  # refused before the first program ran
+    assert len(list((tmp_path / "runs").rglob("predictions.jsonl"))) == 3
     assert _cli("compare", "--programs", "direct,rta", "--against", "cot").exit_code == 1
 
 

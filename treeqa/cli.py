@@ -276,11 +276,12 @@ def compare_cmd(
     if base not in names:
         _fail(f"--against {base!r} is not among --programs")
     rows, records, data = {}, {}, None
-    try:
-        for name in names:
-            spec = EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
-                            lm=lm, api_base=api_base, retriever=retriever, threads=threads, cache=cache,
-                            preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
+    try:  # every name checked before the first program runs: a typo in the last is not an hour lost
+        specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n,
+                                seed=seed, lm=lm, api_base=api_base, retriever=retriever, threads=threads,
+                                cache=cache, preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
+                 for name in names}
+        for name, spec in specs.items():
             result = run_evaluation(spec)
             rows[name], records[name], data = result["summary"], result["records"], result["data"]
             typer.echo(f"{name}: written to {result['out']}")
