@@ -45,14 +45,15 @@ def markdown(rows: list[tuple[dict, dict]]) -> str:
              "AUC relevant (model / judge) | AUC sufficient (model / judge) |",
              "|---" * 12 + "|"]
     beams = ["| run | n | stop reasons | last beam depth | top two tied | states | Brier | ECE | "
-             "mean confidence | state EM |", "|---" * 10 + "|"]
+             "mean confidence | state EM | right answer in the tree | returned when in the tree |", "|---" * 12 + "|"]
     for spec, f in rows:
         label = spec.get("label") or spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
         if "score_calibration" in f:
             cal = f["score_calibration"]
             beams.append(f"| {label} | {f['n']} | {f['stop_reasons']} | {f['last_beam_depth_histogram']} | "
                          f"{percent(f['top_two_tied'])} | {cal['states']} | {cal['brier']} | {cal['ece']} | "
-                         f"{cal.get('mean_confidence')} | {cal.get('accuracy')} |")
+                         f"{cal.get('mean_confidence')} | {cal.get('accuracy')} | {percent(f.get('right_in_tree'))} | "
+                         f"{percent(f.get('right_returned_when_in_tree'))} |")
         else:
             a = f["actions"]
             lines.append(f"| {label} | {f['n']} | {f['reviews']} | {a['accept']} / {a['search']} / {a['reject']} | "
@@ -77,7 +78,9 @@ def main() -> None:
                             + " ".join(str(r) for r in args.runs) + "` from the runs' recorded trees. A *full* "
                             "path holds every gold paragraph, a *partial* one some; a *distractor* is a node whose "
                             "own paragraph is not gold (CoR: a turn that saw no gold paragraph). Beam: Score's "
-                            "confidence of every answered state against that state's EM.\n\n" + table)
+                            "confidence of every answered state against that state's EM; *right answer in the tree*: questions "
+                            "where some answered state was right, and the share of those whose returned answer "
+                            "was right.\n\n" + table)
 
 
 if __name__ == "__main__":

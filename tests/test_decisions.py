@@ -87,19 +87,25 @@ def test_beam_stops_ties_and_calibration():
         return {"id": i, "depth": depth, "answer": answer, "confidence": conf, "status": status}
 
     records = [
-        {"id": "q1", "answers": ["Paris"], "tree": {"stop": "threshold", "beams": [[0, 1], [2, 3]], "states": [
+        {"id": "q1", "answers": ["Paris"], "em": 1.0, "tree": {"stop": "threshold", "beams": [[0, 1], [2, 3]], "states": [
             state(0, 0, "Paris", 0.9), state(1, 0, "Lyon", 0.9), state(2, 1, "Paris", 0.9),
             state(3, 1, "Nice", 0.5), state(4, 1, "", 0.0, "failed")]}},
-        {"id": "q2", "answers": ["Rome"], "tree": {"stop": "no_new_states", "beams": [[0, 1]], "states": [
-            state(0, 0, "Rome", 0.8), state(1, 0, "Milan", 0.3)]}},
+        {"id": "q2", "answers": ["Rome"], "em": 0.0, "tree": {"stop": "no_new_states", "beams": [[0, 1]],
+                                                             "states": [state(0, 0, "Rome", 0.3),
+                                                                        state(1, 0, "Milan", 0.8)]}},
+        {"id": "q3", "answers": ["Oslo"], "em": 0.0, "tree": {"stop": "threshold", "beams": [[0]], "states": [
+            state(0, 0, "Bergen", 0.9)]}},
     ]
     figures = beam_decisions(records)
-    assert figures["stop_reasons"] == {"threshold": 1, "no_new_states": 1}
-    assert figures["last_beam_depth_histogram"] == {"0": 1, "1": 1}
+    assert figures["stop_reasons"] == {"threshold": 2, "no_new_states": 1}
+    assert figures["last_beam_depth_histogram"] == {"0": 2, "1": 1}
     assert figures["beams_with_two_states"] == 3 and figures["top_two_tied"] == pytest.approx(100 / 3, abs=0.01)
     cal = figures["score_calibration"]
-    assert cal["states"] == 6 and cal["accuracy"] == pytest.approx(3 / 6)  # the failed state is left out
-    assert "Brier" in describe(figures)
+    assert cal["states"] == 7 and cal["accuracy"] == pytest.approx(3 / 7, abs=1e-4)  # the failed state is left out
+    # q1 and q2 had a right state, q3 none; q1 returned it, q2 ranked Milan above Rome
+    assert figures["right_in_tree"] == pytest.approx(200 / 3, abs=0.01)
+    assert figures["right_returned_when_in_tree"] == 50.0
+    assert "Brier" in describe(figures) and "returned on 50.0% of those" in describe(figures)
 
 
 def test_programs_that_do_not_search_have_no_decisions():

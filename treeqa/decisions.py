@@ -18,9 +18,10 @@ paragraph the turn's review saw):
   gold paragraphs from distractors and P(sufficient) full paths from partial ones (AUC).
 
 Beam, per question: where the search stopped (`stop`) and how deep its last beam is; the
-share of beams whose two best states tie on confidence; and calibration of Score's
+share of beams whose two best states tie on confidence; calibration of Score's
 confidence against each answered state's EM (Brier score, and the expected calibration
-error over 10 equal-width bins).
+error over 10 equal-width bins); and how often some state of the tree had a right answer,
+and how often the answer returned was right when one had (what a better ranking could win).
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def beam_decisions(records: Sequence[dict]) -> dict:
     depths: Counter = Counter()
     beams = ties = 0
     confidences, correct = [], []
+    right_somewhere = right_returned = 0
     for record in records:
         tree = record.get("tree")
         if not tree or "states" not in tree:
@@ -161,10 +163,14 @@ def beam_decisions(records: Sequence[dict]) -> dict:
             if len(beam) >= 2:
                 beams += 1
                 ties += states[beam[0]]["confidence"] == states[beam[1]]["confidence"]
+        right = 0.0
         for state in tree["states"]:
             if state["status"] != "failed" and state.get("answer"):
                 confidences.append(float(state["confidence"]))
                 correct.append(exact_match(state["answer"], record["answers"]))
+                right = max(right, correct[-1])
+        right_somewhere += right == 1.0
+        right_returned += right == 1.0 and record.get("em") == 1.0
     questions = sum(stops.values())
     return {
         "questions": questions,
@@ -173,6 +179,8 @@ def beam_decisions(records: Sequence[dict]) -> dict:
         "top_two_tied": _share(ties, beams),
         "beams_with_two_states": beams,
         "score_calibration": calibration(confidences, correct),
+        "right_in_tree": _share(right_somewhere, questions),
+        "right_returned_when_in_tree": _share(right_returned, right_somewhere),
     }
 
 
@@ -200,7 +208,9 @@ def describe(figures: dict) -> str:
         cal = figures["score_calibration"]
         return (f"stops {figures['stop_reasons']}; last beam depth {figures['last_beam_depth_histogram']}; "
                 f"top two tied in {figures['top_two_tied']}% of beams; Score vs state EM over {cal['states']} "
-                f"states: Brier {cal['brier']}, ECE {cal['ece']}")
+                f"states: Brier {cal['brier']}, ECE {cal['ece']}; a right answer in the tree on "
+                f"{percent(figures['right_in_tree'])} of questions, returned on "
+                f"{percent(figures['right_returned_when_in_tree'])} of those")
     a = figures["actions"]
     return (f"{figures['reviews']} reviews (accept {a['accept']} / search {a['search']} / reject {a['reject']}); "
             f"accept precision {percent(figures['accept_precision'])}, accepted on full paths "
