@@ -78,9 +78,9 @@ def main() -> None:
                             + " ".join(str(r) for r in args.runs) + "` from the runs' recorded trees. A *full* "
                             "path holds every gold paragraph, a *partial* one some; a *distractor* is a node whose "
                             "own paragraph is not gold (CoR: a turn that saw no gold paragraph). Beam: Score's "
-                            "confidence of every answered state against that state's EM; *right answer in the tree*: questions "
-                            "where some answered state was right, and the share of those whose returned answer "
-                            "was right.\n\n" + table)
+                            "confidence of every answered state against that state's EM; *right answer in the "
+                            "tree*: questions where some answered state was right, and the share of those whose "
+                            "returned answer was right.\n\n" + table)
 
 
 if __name__ == "__main__":

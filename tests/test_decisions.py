@@ -87,7 +87,8 @@ def test_beam_stops_ties_and_calibration():
         return {"id": i, "depth": depth, "answer": answer, "confidence": conf, "status": status}
 
     records = [
-        {"id": "q1", "answers": ["Paris"], "em": 1.0, "tree": {"stop": "threshold", "beams": [[0, 1], [2, 3]], "states": [
+        {"id": "q1", "answers": ["Paris"], "em": 1.0, "tree": {"stop": "threshold", "beams": [[0, 1], [2, 3]],
+                                                              "states": [
             state(0, 0, "Paris", 0.9), state(1, 0, "Lyon", 0.9), state(2, 1, "Paris", 0.9),
             state(3, 1, "Nice", 0.5), state(4, 1, "", 0.0, "failed")]}},
         {"id": "q2", "answers": ["Rome"], "em": 0.0, "tree": {"stop": "no_new_states", "beams": [[0, 1]],
