@@ -472,12 +472,14 @@ class BeamScript:
     """Replies of the scripted LM to BeamSearchQA (`scripted_lm(BeamScript(...))`), which name every
     state by the last sub-question on its path ("root" for the seed without evidence, the question
     itself for the seed with evidence, "root1", "root12" … below them): sub-questions
-    "<name><i>" (or `asks[name]`), answers "ans:<name>", confidences from `conf` (else `default`);
-    (kind, name) pairs in `fail` raise instead of replying, those in `garbage` score "no idea"."""
+    "<name><i>" (or `asks[name]`), answers "ans:<name>" (or `answers[name]`), confidences from
+    `conf` (else `default`); (kind, name) pairs in `fail` raise instead of replying, those in
+    `garbage` score "no idea"."""
 
-    def __init__(self, conf=None, default=0.1, asks=None, fail=(), garbage=()):
+    def __init__(self, conf=None, default=0.1, asks=None, fail=(), garbage=(), answers=None):
         self.conf, self.default = conf or {}, default
         self.asks, self.fail, self.garbage = asks or {}, set(fail), set(garbage)
+        self.answers = answers or {}
 
     @staticmethod
     def name_of(history: str) -> str:
@@ -497,9 +499,9 @@ class BeamScript:
             reply = {"document": f"background on {name}"}
         elif kind == "answer":
             name = self.name_of(inputs["history"])
-            reply = {"answer": f"ans:{name}"}
+            reply = {"answer": self.answers.get(name, f"ans:{name}")}
         elif kind == "confidence":
-            name = inputs["answer"].removeprefix("ans:")
+            name = self.name_of(inputs["history"])
             value = "no idea" if (kind, name) in self.garbage else str(self.conf.get(name, self.default))
             reply = {"confidence": value}
         else:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes import BeamScript, FakeRetriever, Overlap, scripted_lm
 from treeqa.data.corpus import Passage
-from treeqa.programs.beam_search import PRESETS, BeamSearchQA, same_question
+from treeqa.programs.beam_search import PRESETS, BeamSearchQA, SearchState, same_question, voted
 
 QUESTION = "QQ"
 
@@ -128,6 +128,35 @@ def test_ties_go_to_the_state_created_first():
     assert pred.tree["beams"] == [[0, 1], [2, 3, 4, 5]]
     again, _, _ = run(BeamScript(default=0.5), max_queries=2, depth=1, beam_size=4)
     assert again.tree == pred.tree
+
+
+def test_vote_picks_the_answer_the_tree_agrees_on_and_leaves_the_search_alone():
+    # root1 tops the last beam alone (0.7); three other states, pruned ones and a seed among
+    # them, say "Paris" (written three ways) with 0.4 + 0.5 + 0.3 = 1.2 summed
+    conf = {"root": 0.4, QUESTION: 0.3, "root1": 0.7, "root2": 0.5, "QQ1": 0.1, "QQ2": 0.2}
+    answers = {"root": "Paris", QUESTION: "paris.", "root2": "The Paris", "QQ2": "Lyon"}
+    settings = dict(max_queries=2, depth=1, beam_size=1, threshold=0.9)
+    paper, paper_engine, _ = run(BeamScript(conf, answers=answers), **settings)
+    pred, engine, _ = run(BeamScript(conf, answers=answers), pick="vote", **settings)
+    assert paper.answer == "ans:root1" and paper.tree["settings"]["pick"] == "beam"
+    by = states_by_name(pred)
+    # the most confident of the Paris states answers; it was pruned from the last beam
+    assert pred.answer == "The Paris" and pred.tree["best"] == by["root2"]["id"] == 3
+    assert by["root2"]["status"] == "pruned" and pred.confidence == pytest.approx(0.5)
+    # the same search: same calls, same states, same stop; only the pick differs
+    assert engine.calls == paper_engine.calls
+    assert {k: v for k, v in pred.tree.items() if k not in ("best", "settings")} == \
+        {k: v for k, v in paper.tree.items() if k not in ("best", "settings")}
+
+
+def test_vote_ties_go_to_the_answer_given_first_and_failed_or_empty_states_do_not_vote():
+    states = [SearchState(0, 0, None, [], [], answer="Rome", confidence=0.5),
+              SearchState(1, 0, None, ["q"], ["e"], answer="Oslo", confidence=0.5),
+              SearchState(2, 1, 1, ["q", "r"], ["e", "f"], answer="Bergen", confidence=0.9, status="failed"),
+              SearchState(3, 1, 0, ["s"], ["g"], answer="  ", confidence=0.9)]
+    assert voted(states).answer == "Rome"
+    assert voted(list(reversed(states))).answer == "Rome"  # by creation, not by list order
+    assert voted(states[2:]) is None
 
 
 # --- sub-questions ----------------------------------------------------------------------
@@ -327,6 +356,7 @@ def test_empty_question_is_an_error(question):
     ({"evidence": "none", "depth": -1}, "depth"),
     ({"evidence": "none", "beam_size": 0}, "beam_size"),
     ({"evidence": "none", "threshold": 1.5}, "threshold"),
+    ({"evidence": "none", "pick": "best"}, "pick must be one of beam, vote"),
 ])
 def test_bad_settings_fail_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):

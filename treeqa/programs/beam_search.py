@@ -6,7 +6,8 @@ At each depth every state of the previous beam asks for up to K new sub-question
 one gets evidence and becomes a new state that answers the question from the enlarged
 history and scores that answer. The new states are pruned to the B most confident; the
 search stops as soon as a kept state reaches the threshold S, and the answer is the most
-confident state of the last beam.
+confident state of the last beam (`pick="beam"`, the paper's line 26), or, with `pick="vote"`,
+the answer with the most confidence summed over every answered state of the tree.
 
 Compiled with `--optimizer path-judge`, a state's confidence is not Score's written number
 (0.9 for most states on a 1.5B model, so ties decide) but a `PathJudge`'s probability that
@@ -19,12 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 
 from treeqa.data.corpus import Passage
 from treeqa.judging.path_judge import PathJudge, check_path_judge
+from treeqa.metrics import normalize_answer
 from treeqa.programs.common import (
     SharedRef,
     check_question,
@@ -46,6 +48,7 @@ from treeqa.signatures.formatting import format_history, format_passages
 from treeqa.signatures.score import Score
 
 EVIDENCE_MODES = ("retrieval", "genread", "none")
+PICKS = ("beam", "vote")
 
 # Table 6 of the paper; `passages` is unused with GENREAD evidence.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -127,6 +130,26 @@ def rank(states: list[SearchState]) -> list[SearchState]:
     return sorted(states, key=lambda s: (-s.confidence, s.id))
 
 
+def voted(states: Iterable[SearchState]) -> SearchState | None:
+    """The most confident state giving the answer whose states' confidences sum highest, over
+    every answered state of the tree (pruned ones and earlier beams' too). Answers are compared
+    as EM compares them (`normalize_answer`); ties go to the answer given first. A 1.5B model's
+    Score ties most states at the top of a beam (the decision figures), so the first-made state
+    wins there; agreement among the tree's states is evidence the tie-break throws away."""
+    totals: dict[str, float] = {}
+    best: dict[str, SearchState] = {}
+    for state in sorted(states, key=lambda s: s.id):
+        key = normalize_answer(state.answer) if state.status != "failed" else ""
+        if not key:
+            continue
+        totals[key] = totals.get(key, 0.0) + state.confidence
+        if key not in best or state.confidence > best[key].confidence:
+            best[key] = state
+    if not totals:
+        return None
+    return best[max(totals, key=totals.get)]  # max keeps the first of equals: the answer given first
+
+
 class BeamSearchQA(JudgedProgram):
     """ALLIES: answer a question by beam search over (sub-question, evidence) histories.
 
@@ -155,6 +178,9 @@ class BeamSearchQA(JudgedProgram):
             encoder), that state is scored by Score as without one and the failure recorded.
         embed_fn: texts -> normalised vectors, the judge's encoder (default: the dense
             retriever's MiniLM, the one it was fitted with).
+        pick: which state answers: "beam", the most confident state of the last beam (Algorithm
+            1, line 26), or "vote", the answer with the most confidence summed over every
+            answered state of the tree (`voted`). The search itself is the same either way.
 
     Example:
         >>> program = BeamSearchQA.preset("nq", retriever=get_retriever("nq"))
@@ -211,7 +237,7 @@ class BeamSearchQA(JudgedProgram):
     def __init__(self, retriever: Retriever | None = None, *, max_queries: int = 2, depth: int = 2,
                  passages: int = 2, threshold: float = 0.8, beam_size: int = 2, evidence: str = "retrieval",
                  passage_chars: int = 1000, check_seeds: bool = False, path_judge: dict | None = None,
-                 embed_fn: EmbedFn | None = None, threads: int = 1):
+                 embed_fn: EmbedFn | None = None, threads: int = 1, pick: Literal["beam", "vote"] = "beam"):
         super().__init__()
         if evidence not in EVIDENCE_MODES:
             raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}; got {evidence!r}")
@@ -227,7 +253,9 @@ class BeamSearchQA(JudgedProgram):
         self._keep_judge(path_judge, embed_fn)
         self.max_queries, self.depth, self.passages = max_queries, depth, passages
         self.threshold, self.beam_size, self.evidence = float(threshold), beam_size, evidence
-        self.passage_chars, self.check_seeds = passage_chars, bool(check_seeds)
+        if pick not in PICKS:
+            raise ValueError(f"pick must be one of {', '.join(PICKS)}; got {pick!r}")
+        self.passage_chars, self.check_seeds, self.pick = passage_chars, bool(check_seeds), pick
         self.threads = check_threads(threads)
         self._retriever = SharedRef(retriever)
         self.ask = budget.predict(Ask)
@@ -324,6 +352,8 @@ class BeamSearchQA(JudgedProgram):
                 break
 
         best = beam[0] if beam else None  # line 26
+        if self.pick == "vote":
+            best = voted(states) or best
         failures = [{**f, "state": s.id} for s in states for f in s.failures]
         tree = {"question": question, "settings": self.method_settings, "states": [s.to_dict() for s in states],
                 "beams": beams, "best": best.id if best else None, "stop": stop}
