@@ -104,6 +104,11 @@ def _variants(entry: dict) -> list[tuple[str, dict]]:
     """(setting, figures) rows of one YAML entry: an evaluate run's one, an optimize run's two, and
     the compiled row alone while an optimize run's zero-shot side is unfinished."""
     if entry["kind"] == "evaluate":
+        source = (entry["spec"].get("params") or {}).get("_repicked_from")
+        if source:  # benchmarks/repick.py: the source run's trees, another pick
+            source = Path(source)
+            return [(f"re-picked from {source.parent.name if source.name == 'compiled' else source.name}",
+                     entry["figures"])]
         return [("", entry["figures"])]
     compiled = f"compiled ({entry['spec'].get('optimizer', '?')})"
     if "figures" in entry:

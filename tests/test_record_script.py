@@ -82,3 +82,15 @@ def test_an_optimize_run_pairs_by_its_compiled_records_before_its_zero_shot_side
     # its spec is the optimize run's, and the benchmarks table shows its compiled row alone
     # (building that table raised KeyError on such an entry)
     assert script._variants(entry) == [("compiled (path-judge+reader)", entry["figures"])]
+
+
+def test_a_repicked_run_says_which_run_its_trees_came_from():
+    def entry(source):
+        return {"kind": "evaluate", "figures": {"em": 1.0},
+                "spec": {"program": "beam", "preset": "nq", "params": {"pick": "vote", "_repicked_from": source}}}
+
+    script = _script()
+    assert script._variants(entry("benchmarks/runs/nq-test100/beam-compiled/compiled")) == [
+        ("re-picked from beam-compiled", {"em": 1.0})]
+    assert script._variants(entry("benchmarks/runs/nq-test100/beam"))[0][0] == "re-picked from beam"
+    assert script._label(entry("x")) == "beam (nq) {'pick': 'vote'}"
