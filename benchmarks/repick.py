@@ -39,7 +39,7 @@ def repicked(record: dict, pick: str) -> dict:
     last_beam = (tree.get("beams") or [[]])[-1]  # ranked, most confident first
     best = by_id.get(last_beam[0]) if last_beam else None  # the paper's pick (line 26)
     if pick == "vote":
-        best = voted(states) or best
+        best = voted(states, prefer=best) or best
     answer = best.answer if best is not None else ""
     new_tree = {**tree, "best": best.id if best is not None else None,
                 "settings": {**tree.get("settings", {}), "pick": pick}}

@@ -149,13 +149,16 @@ def test_vote_picks_the_answer_the_tree_agrees_on_and_leaves_the_search_alone():
         {k: v for k, v in paper.tree.items() if k not in ("best", "settings")}
 
 
-def test_vote_ties_go_to_the_answer_given_first_and_failed_or_empty_states_do_not_vote():
+def test_vote_ties_go_to_the_preferred_answer_else_the_first_and_failed_or_empty_states_do_not_vote():
     states = [SearchState(0, 0, None, [], [], answer="Rome", confidence=0.5),
               SearchState(1, 0, None, ["q"], ["e"], answer="Oslo", confidence=0.5),
               SearchState(2, 1, 1, ["q", "r"], ["e", "f"], answer="Bergen", confidence=0.9, status="failed"),
               SearchState(3, 1, 0, ["s"], ["g"], answer="  ", confidence=0.9)]
     assert voted(states).answer == "Rome"
     assert voted(list(reversed(states))).answer == "Rome"  # by creation, not by list order
+    assert voted(states, prefer=states[1]).answer == "Oslo"  # no agreement either way: the program's own pick
+    more = states + [SearchState(4, 1, 1, ["q", "t"], ["e", "h"], answer="oslo", confidence=0.1)]
+    assert voted(more, prefer=states[0]).answer == "Oslo"  # agreement outweighs the preference
     assert voted(states[2:]) is None
 
 

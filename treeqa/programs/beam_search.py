@@ -130,12 +130,14 @@ def rank(states: list[SearchState]) -> list[SearchState]:
     return sorted(states, key=lambda s: (-s.confidence, s.id))
 
 
-def voted(states: Iterable[SearchState]) -> SearchState | None:
+def voted(states: Iterable[SearchState], prefer: SearchState | None = None) -> SearchState | None:
     """The most confident state giving the answer whose states' confidences sum highest, over
     every answered state of the tree (pruned ones and earlier beams' too). Answers are compared
-    as EM compares them (`normalize_answer`); ties go to the answer given first. A 1.5B model's
-    Score ties most states at the top of a beam (the decision figures), so the first-made state
-    wins there; agreement among the tree's states is evidence the tie-break throws away."""
+    as EM compares them (`normalize_answer`). Where answers tie, no answer has more agreement
+    behind it, so `prefer`'s answer wins when it is among them (the program passes its own
+    pick, the last beam's best), else the answer given first. A 1.5B model's Score ties most
+    states at the top of a beam (the decision figures), so the first-made state wins there;
+    agreement among the tree's states is evidence the tie-break throws away."""
     totals: dict[str, float] = {}
     best: dict[str, SearchState] = {}
     for state in sorted(states, key=lambda s: s.id):
@@ -147,7 +149,10 @@ def voted(states: Iterable[SearchState]) -> SearchState | None:
             best[key] = state
     if not totals:
         return None
-    return best[max(totals, key=totals.get)]  # max keeps the first of equals: the answer given first
+    top = max(totals.values())
+    tied = [key for key, total in totals.items() if abs(total - top) < 1e-9]  # dict order: first given first
+    preferred = normalize_answer(prefer.answer) if prefer is not None else ""
+    return best[preferred if preferred in tied else tied[0]]
 
 
 class BeamSearchQA(JudgedProgram):
@@ -353,7 +358,7 @@ class BeamSearchQA(JudgedProgram):
 
         best = beam[0] if beam else None  # line 26
         if self.pick == "vote":
-            best = voted(states) or best
+            best = voted(states, prefer=best) or best
         failures = [{**f, "state": s.id} for s in states for f in s.failures]
         tree = {"question": question, "settings": self.method_settings, "states": [s.to_dict() for s in states],
                 "beams": beams, "best": best.id if best else None, "stop": stop}
