@@ -237,6 +237,8 @@ def test_8_compare_pairs_each_program_with_rta_on_the_same_questions(scripted, t
     typo = _cli("compare", "--programs", "direct,rtaa", "--n", "2", "--no-cache")
     assert typo.exit_code == 1 and "unknown program 'rtaa'" in typo.output
     assert "direct on hotpotqa" not in typo.output  # refused before the first program ran
+    unknown = _cli("compare", "--programs", "direct,rta", "--corpus", "nowhere", "--n", "2", "--no-cache")
+    assert unknown.exit_code == 1 and "nowhere" in unknown.output and "direct on hotpotqa" not in unknown.output
     assert len(list((tmp_path / "runs").rglob("predictions.jsonl"))) == 3
     assert _cli("compare", "--programs", "direct,rta", "--against", "cot").exit_code == 1
 

@@ -262,6 +262,7 @@ def compare_cmd(
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    corpus: CorpusOption = None,
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
 ) -> None:
@@ -278,9 +279,14 @@ def compare_cmd(
     rows, records, data = {}, {}, None
     try:  # every name checked before the first program runs: a typo in the last is not an hour lost
         specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n,
-                                seed=seed, lm=lm, api_base=api_base, retriever=retriever, threads=threads,
-                                cache=cache, preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
+                                seed=seed, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus,
+                                threads=threads, cache=cache,
+                                preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
                  for name in names}
+        if corpus is not None:
+            from treeqa.retrievers import registered_corpus
+
+            registered_corpus(corpus)
         for name, spec in specs.items():
             result = run_evaluation(spec)
             rows[name], records[name], data = result["summary"], result["records"], result["data"]

@@ -66,9 +66,9 @@ def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 10
     return retriever
 
 
-def corpus_retriever(name: str, build: bool = True, kind: str = "dense") -> Retriever:
-    """The registered corpus `name`, searched densely or with BM25; a changed or missing index
-    is (re)built from its file."""
+def registered_corpus(name: str) -> dict:
+    """The registry entry of corpus `name`; a clear error when none is registered or its file is
+    gone (checked before a long run, not when its first searching program starts)."""
     registry = _registry(name)
     if not registry.is_file():
         raise IndexMissingError(f"no corpus named {name!r}; index one with "
@@ -76,6 +76,13 @@ def corpus_retriever(name: str, build: bool = True, kind: str = "dense") -> Retr
     entry = json.loads(registry.read_text())
     if not Path(entry["file"]).is_file():
         raise IndexMissingError(f"corpus {name!r}: its file {entry['file']} is gone; index it again")
+    return entry
+
+
+def corpus_retriever(name: str, build: bool = True, kind: str = "dense") -> Retriever:
+    """The registered corpus `name`, searched densely or with BM25; a changed or missing index
+    is (re)built from its file."""
+    entry = registered_corpus(name)
     if kind == "bm25":
         return BM25Retriever.for_file(entry["file"], get_settings().index_dir, name, entry["chunk_words"],
                                       build=build)
