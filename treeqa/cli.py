@@ -70,7 +70,8 @@ LmOption = Annotated[str, typer.Option(help="'local' or a dspy.LM model string."
 ApiBaseOption = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
 RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
                                                           "program was compiled with).")]
-CorpusOption = Annotated[str | None, typer.Option(help="Search your own registered corpus (by name) instead.")]
+CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index build "
+                                                       "--corpus FILE --name NAME`) instead.")]
 
 
 @index_app.command("build")
@@ -195,8 +196,7 @@ def evaluate_cmd(
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     retriever: RetrieverOption = None,
-    corpus: Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index "
-                                                    "build --corpus FILE --name NAME`) instead.")] = None,
+    corpus: CorpusOption = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable).")] = [],
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
