@@ -203,3 +203,90 @@ def test_a_judged_program_keeps_its_judge_through_the_query_compile(train):
     with dspy.context(lm=lm):
         compiled = QueryWriterFit(candidates=1).compile(judged, trainset=hotpot)
     assert compiled.path_judge == judged.path_judge and compiled.review.demos == judged.review.demos
+
+
+# --- the beam: Ask's sub-questions are the searches (evidence="retrieval") ------------------------
+
+def beam_asker(train, right=lambda call: False, restate=False):
+    """Ask, scripted: for the Rigi Railways path (and others where `right(call)`) a sub-question
+    that names the missing paragraph's title; else one no search finds. With `restate`, the
+    question itself comes first (the beam never searches it again)."""
+    missing = other_gold(train)
+
+    def respond(call):
+        assert call.kind == "sub_questions", call.kind
+        on_path = next(t for t in missing if f"Evidence: {t}:" in call.inputs["history"])
+        asked = [missing[on_path] if on_path == "Rigi Railways" or right(call) else "what nobody indexed"]
+        if restate:
+            asked.insert(0, call.inputs["question"])
+        return {"sub_questions": json.dumps(asked)}
+
+    return scripted_lm(respond, whole_call=True)
+
+
+def first_retriever(train) -> FakeRetriever:
+    """Searching a gold paragraph's title finds it first, then a noise paragraph."""
+    return FakeRetriever(fixed={title: [p, NOISE[0]] for title, p in gold_of(train).items()})
+
+
+def test_the_beams_ask_is_compiled_on_the_state_the_evidence_seed_becomes(train):
+    hotpot, _ = train
+    program = build_program("beam", FakeRetriever(), preset="nq")
+    examples = query_examples(program, hotpot)
+    gold = gold_of(hotpot)
+    assert len(examples) == 6 and examples[0].path == [gold["Rigi Railways"]]
+    inputs = examples[0].inputs().toDict()
+    (question,) = [ex.question for ex in hotpot if ex.id == "t1"]
+    assert inputs["question"] == question and inputs["max_questions"] == 2
+    assert inputs["history"].startswith(f"[1] Query: {question}\n    Evidence: Rigi Railways: ")
+
+
+def test_a_beam_hit_is_a_new_sub_question_whose_passages_hold_a_missing_gold_paragraph(train):
+    hotpot, _ = train
+    gold = gold_of(hotpot)
+    example = None
+    retriever = first_retriever(hotpot)
+    program = build_program("beam", retriever, preset="nq")
+    example = query_examples(program, hotpot)[0]  # Rigi Railways on the path, Vitznau missing
+    retriever.fixed[example.question] = [gold["Vitznau"]]  # the question itself would find it
+    retriever.fixed["deep"] = [NOISE[0], NOISE[1], gold["Vitznau"]]  # third: past N = 2
+    hit = RetrievalHit(program)
+
+    def score(*asked):
+        return hit(example, dspy.Prediction(sub_questions=list(asked)))
+
+    assert score("nothing here", "Vitznau") == 1.0  # any of the sub-questions
+    assert retriever.queries[-2:] == [("nothing here", 2), ("Vitznau", 2)]  # N passages each, as a state reads
+    assert score("deep") == 0.0
+    asked = len(retriever.queries)
+    assert score(example.question, example.question.lower()) == 0.0  # restating the question is no search
+    assert len(retriever.queries) == asked
+    assert score("Rigi Railways") == 0.0  # the paragraph already behind the state is not missing
+
+
+def test_the_beams_ask_compiles_against_retrieval_and_loads_back(train, tmp_path):
+    hotpot, _ = train
+    lm, engine = beam_asker(hotpot, right=lambda call: len(call.messages) > 2, restate=True)
+    with dspy.context(lm=lm):
+        compiled = QueryWriterFit(candidates=1).compile(build_program("beam", first_retriever(hotpot), preset="nq"),
+                                                        trainset=hotpot)
+    assert compiled.query_fit == {"writer": "ask", "examples": 6, "width": 2, "prepared_hit_rate": 16.7,
+                                  "compiled_hit_rate": 100.0, "kept": "compiled", "demos": 1}
+    (demo,) = compiled.ask.demos  # the path it got right, with its own sub-questions
+    assert list(demo["sub_questions"])[-1] == "Vitznau" and "Rigi Railways" in demo["history"]
+    tuning = OptimizeSpec(program="beam", preset="nq", optimizer="query").tuning() | {"candidates": 1}
+    # with no demos the prepared writer is the zero-shot one, whose calls the log replays: the 6
+    # paths once, then the one bootstrapped demo set on the 6, within the declared bound
+    assert len(engine.calls) == 12 <= compile_call_bound("query", 33, 3, tuning)  # 3 two-hop questions
+    compiled.save(tmp_path / "beam.json")
+    again = build_program("beam", first_retriever(hotpot), preset="nq")
+    again.load(tmp_path / "beam.json")
+    assert again.ask.demos[0]["sub_questions"] == demo["sub_questions"]
+
+
+def test_a_beam_that_searches_nothing_with_its_sub_questions_is_refused():
+    with pytest.raises(ValueError, match="evidence=genread; only evidence=retrieval"):
+        OptimizeSpec(program="beam", preset="triviaqa", optimizer="query")
+    with pytest.raises(ValueError, match="depth=0"):
+        OptimizeSpec(program="beam", preset="nq", optimizer="query", params={"depth": 0})
+    OptimizeSpec(program="beam", preset="nq", optimizer="annotated+query")

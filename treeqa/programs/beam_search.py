@@ -216,6 +216,7 @@ class BeamSearchQA(JudgedProgram):
     # calibration much better); no LM call to compile
     default_compile = {"optimizer": "path-judge", "train": 100}
     reader = "answer"  # Answer, called for every state; the recorded read is a question's last one
+    query_writer = "ask"  # its sub-questions are the searches (with evidence="retrieval"; `--optimizer query`)
 
     def check_fitted(self, fitted: dict) -> None:
         if fitted.get("path_judge") is not None:
@@ -226,6 +227,15 @@ class BeamSearchQA(JudgedProgram):
     @classmethod
     def needs_retriever(cls, settings) -> bool:
         return settings["evidence"] == "retrieval"
+
+    @classmethod
+    def no_query_writer(cls, settings) -> str | None:
+        if settings["evidence"] != "retrieval":
+            return (f"searches nothing with its sub-questions under evidence={settings['evidence']}; "
+                    "only evidence=retrieval does")
+        if settings["depth"] == 0:
+            return "never asks a sub-question with depth=0"
+        return None
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
@@ -377,13 +387,43 @@ class BeamSearchQA(JudgedProgram):
                          history=format_history(state.history), max_questions=self.max_queries)
         proposed = [q.strip() for q in pred.sub_questions] if pred is not None else []
         state.asked = proposed
-        taken = [question, *state.sub_questions]
-        new = []
+        return self._new_sub_questions(proposed, [question, *state.sub_questions])
+
+    def _new_sub_questions(self, proposed: Iterable[str], taken: list[str]) -> list[str]:
+        taken, new = list(taken), []
         for sub_question in proposed:
             if question_key(sub_question) and not any(same_question(sub_question, t) for t in taken):
                 taken.append(sub_question)
                 new.append(sub_question)
         return new[: self.max_queries]
+
+    # --- what `--optimizer query` compiles Ask against (the contract's query writer) ----------
+
+    def completion_inputs(self, question: str, passages: list[Passage]) -> dict[str, object]:
+        """What Ask reads in the state the evidence seed becomes when the question's own search
+        found `passages`: the question, and a history of the question with those passages as its
+        evidence (each cut to `passage_chars`, standing in for the summary)."""
+        evidence = " ".join(p.as_text(self.passage_chars) for p in passages)
+        return {"question": question, "history": format_history([(question, evidence)]),
+                "max_questions": self.max_queries}
+
+    def completion_queries(self, prediction: dspy.Prediction | None, question: str) -> list[str]:
+        """The searches Ask's reply makes from that state: its sub-questions as `_ask` keeps them."""
+        proposed = [str(q).strip() for q in prediction.sub_questions] if prediction is not None else []
+        return self._new_sub_questions(proposed, [question, question])
+
+    @property
+    def expansion_width(self) -> int:
+        return self.passages
+
+    def search_below(self, run, query: str, path, width: int, where: str) -> list[Passage]:
+        """The `width` passages a new state's search with sub-question `query` reads; the beam does
+        not skip passages already behind the state (`path` is unused); a failure is recorded."""
+        try:
+            return list(self.retriever.search(query, width))
+        except Exception as exc:  # noqa: BLE001 - a failed search scores this reply 0, the compile goes on
+            record_failure(run.failures, where, exc)
+            return []
 
     def _add_evidence(self, state: SearchState, question: str, sub_question: str) -> bool:
         """Append the evidence for `sub_question` to the state; False, with the failure recorded

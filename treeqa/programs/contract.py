@@ -40,8 +40,8 @@ class QAProgram(dspy.Module):
     fitted_settings: ClassVar[tuple[str, ...]] = ()
     reader: ClassVar[str | None] = None  # the predictor whose output is the answer (compiled on recorded reads)
     # the predictor whose output is the next search query (compiled against retrieval by `--optimizer
-    # query`); a program that declares one also has `completion_inputs`, `completion_query`,
-    # `search_below` and `expansion_width`, which say how it makes and runs that query
+    # query`); a program that declares one also has `completion_inputs`, `completion_queries`,
+    # `search_below` and `expansion_width`, which say how it makes and runs those queries
     query_writer: ClassVar[str | None] = None
     # what `optimize` compiles with when no --optimizer / --train is given: the compile that
     # measured best for the program (DSPy's BootstrapFewShot where nothing else was measured)

@@ -214,6 +214,11 @@ class ReviewProgram(JudgedProgram):
         text = clean_text(prediction.missing_paragraph) if prediction is not None else ""
         return text[:self.max_query_chars]
 
+    def completion_queries(self, prediction: dspy.Prediction | None, question: str) -> list[str]:
+        """The searches an MPC completion makes: its one paragraph, none where it wrote none."""
+        query = self.completion_query(prediction)
+        return [query] if query else []
+
     def _answer(self, run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[str, str]:
         """Fuse the evidence pool and the `extra` paragraphs after it; with an empty pool, read
         the `fallback` paragraphs instead."""

@@ -1,11 +1,13 @@
 """`query`: compile a program's query writer against retrieval, on paths built from the annotations.
 
-Under MPC expansion the review programs' completion (`query_writer` in the contract) writes
-the paragraph a path is missing, and that text is the next query. What it is for is the next
-retrieval, not the answer, so it is scored on that: a written paragraph counts 1 when the
-program's own search with it, made exactly as at question time (`completion_query`: cleaned, cut
-to `max_query_chars`; `search_below`: `expansion_width` new paragraphs past the path), finds a
-gold paragraph the path lacks. The examples need no run of the program: each annotated train
+The contract's `query_writer` is the predictor whose output is the next search: under MPC
+expansion the review programs' completion, which writes the paragraph a path is missing; in the
+beam with retrieved evidence, Ask, whose sub-questions are each searched. What it is for is the
+next retrieval, not the answer, so it is scored on that: a reply counts 1 when the program's own
+searches with it, made exactly as at question time (`completion_queries`: ToR's paragraph
+cleaned and cut to `max_query_chars`, the beam's new sub-questions as it keeps them;
+`search_below`: `expansion_width` paragraphs, ToR's past the path), find a gold paragraph the
+path lacks. The examples need no run of the program: each annotated train
 question gives the path MPC sees when the search expands a relevant paragraph that is not
 enough, one gold paragraph alone, with the other gold paragraphs missing; the first two gold
 paragraphs each take that place in turn (both orders of a two-hop question). DSPy's
@@ -66,17 +68,20 @@ def query_examples(program: dspy.Module, trainset: Sequence[dspy.Example]) -> li
 
 
 class RetrievalHit:
-    """The metric: 1.0 when the search with the written query finds a gold paragraph the path lacks."""
+    """The metric: 1.0 when a search with the written queries (the beam's sub-questions; ToR's one
+    paragraph) finds a gold paragraph the path lacks."""
 
     def __init__(self, program: dspy.Module):
         self.program = program
 
     def __call__(self, example: dspy.Example, prediction: dspy.Prediction, trace=None) -> float:
-        query = self.program.completion_query(prediction)
-        if not query:
+        queries = self.program.completion_queries(prediction, example.question)
+        if not queries:
             return 0.0
-        run = ReviewRun(example.question)  # the search's own records, dropped after
-        found = self.program.search_below(run, query, example.path, self.program.expansion_width, "query-fit")
+        run = ReviewRun(example.question)  # the searches' own records, dropped after
+        found = [p for query in queries
+                 for p in self.program.search_below(run, query, example.path, self.program.expansion_width,
+                                                    "query-fit")]
         for failure in run.failures:
             log.warning("a search for the query compile failed: %s", failure)
         return float(any(p.id in example.missing_ids for p in found))
