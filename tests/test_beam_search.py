@@ -244,6 +244,23 @@ def test_a_failed_answer_or_evidence_drops_the_state():
     assert pred.answer == "ans:root2"
 
 
+def test_a_failed_search_drops_that_state_only_and_is_recorded():
+    class Failing(FakeRetriever):
+        def search_batch(self, queries, k):
+            if "root1" in queries:
+                raise OSError("index gone")
+            return super().search_batch(queries, k)
+
+    pred, engine, _ = run(BeamScript({"root2": 0.6}), retriever=Failing(), max_queries=2, depth=1, beam_size=4)
+    by = states_by_name(pred)
+    assert by["root1"]["status"] == "failed" and by["root1"]["passages"] == []
+    assert by["root1"]["evidences"] == [""] and by["root1"]["answer"] == ""
+    assert [f["where"] for f in pred.failures] == [f"state{by['root1']['id']}.retrieve"]
+    assert pred.failures[0]["error"] == "OSError" and pred.failures[0]["message"] == "index gone"
+    assert len(engine.calls) == expected_calls(2, 1, 4, "retrieval") - 3  # no summary, answer or score
+    assert pred.answer == "ans:root2"
+
+
 def test_a_failed_ask_only_stops_that_branch():
     pred, engine, _ = run(BeamScript(fail={("sub_questions", "root")}), max_queries=2, depth=1)
     assert [s["parent"] for s in pred.tree["states"] if s["depth"] == 1] == [1, 1]

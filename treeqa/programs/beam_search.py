@@ -419,11 +419,15 @@ class BeamSearchQA(JudgedProgram):
     def search_below(self, run, query: str, path, width: int, where: str) -> list[Passage]:
         """The `width` passages a new state's search with sub-question `query` reads; the beam does
         not skip passages already behind the state (`path` is unused); a failure is recorded."""
+        return self._search(run.failures, query, width, where) or []
+
+    def _search(self, failures: list[dict], query: str, k: int, where: str) -> list[Passage] | None:
+        """The `k` passages for `query`; None, with the failure recorded, when the search failed."""
         try:
-            return list(self.retriever.search(query, width))
-        except Exception as exc:  # noqa: BLE001 - a failed search scores this reply 0, the compile goes on
-            record_failure(run.failures, where, exc)
-            return []
+            return list(self.retriever.search(query, k))
+        except Exception as exc:  # noqa: BLE001 - a failed search fails this state (or compile reply) only
+            record_failure(failures, where, exc)
+            return None
 
     def _add_evidence(self, state: SearchState, question: str, sub_question: str) -> bool:
         """Append the evidence for `sub_question` to the state; False, with the failure recorded
@@ -434,14 +438,9 @@ class BeamSearchQA(JudgedProgram):
             pred = safe_call(self.background, state.failures, f"state{state.id}.background", question=sub_question)
             text = pred.document.strip() if pred is not None else None
         elif self.evidence == "retrieval":
-            try:
-                passages = list(self.retriever.search(sub_question, self.passages))
-            except Exception as exc:  # noqa: BLE001 - a failed search fails this state, not the question
-                record_failure(state.failures, f"state{state.id}.retrieve", exc)
-                passages, text = [], None
-            else:
-                text = NO_PASSAGES
-            state.passages = passages
+            passages = self._search(state.failures, sub_question, self.passages, f"state{state.id}.retrieve")
+            text = NO_PASSAGES if passages is not None else None
+            state.passages = passages = passages or []
             if passages:
                 pred = safe_call(self.summarize, state.failures, f"state{state.id}.summarize", question=question,
                                  passages=format_passages(passages, self.passage_chars))
