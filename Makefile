@@ -1,4 +1,4 @@
-# `make demo` and `make test` each create or refresh .venv (when pyproject.toml changes),
+# `make demo` and `make test` each create or refresh .venv (when pyproject.toml or this Makefile changes),
 # assemble the embedded model, then run.
 PYTHON ?= python3
 VENV := .venv

@@ -7,7 +7,7 @@
 #   tor-path-judge --optimizer path-judge: annotated demos and a judge fitted on all 100 train
 #                  questions' annotated paths decide relevance and sufficiency (no LM verdict);
 #                  its zero-shot side is the reference tor run
-#   tor-settings   --optimizer settings (hops, expansion, max_evidence searched on train);
+#   tor-settings   --optimizer settings (ToR's settings space, read_top included, searched on train);
 #                  its zero-shot side is the reference tor run
 #   beam-path-judge the beam (nq preset) compiled with --optimizer path-judge: the judge's
 #                  probability that a state's passages hold what the question needs replaces

@@ -9,7 +9,9 @@
 # this again resumes where it stopped.
 #   DATASET=hotpotqa SKIP=100 N=197 [READ_TOP=3] bash benchmarks/unexamined.sh [step ...]
 #   steps: rta tor tor-path-judge tor-read tor-path-judge-reader record
-#   (default: all but tor-read, in this order). tor-path-judge-reader is the composed compile
+#   (default: all but tor-read, in this order; tor-read, HotpotQA only, evaluates the compile
+#   choose_reading.sh made on HotpotQA train, the README's read_top=3 row). tor-path-judge is the
+#   program's default compile (the judge, the paper's reader). tor-path-judge-reader is the composed compile
 #   (issue 24, item 2): the judge first (reading the top READ_TOP, as chosen on train), then the
 #   reader compiled on the judged program's recorded reads of the 100 train questions
 #   (BootstrapFewShotWithRandomSearch against EM).
@@ -28,7 +30,8 @@ for step in "${steps[@]}"; do
         rta|tor)
             "$BIN/treeqa" evaluate --program "$step" --dataset "$DATASET" --skip "$SKIP" --n "$N" --no-cache \
                 --out "$OUT/$step" ;;
-        tor-read)
+        tor-read)  # the compile choose_reading.sh fitted on HotpotQA train: HotpotQA's own questions only
+            [ "$DATASET" = hotpotqa ] || { echo "tor-read evaluates a HotpotQA-train compile; on $DATASET use tor-path-judge-reader" >&2; exit 2; }
             "$BIN/treeqa" evaluate --compiled "benchmarks/runs/hotpotqa-train40-reading/compile-$READ_TOP/compiled.json" \
                 --dataset "$DATASET" --skip "$SKIP" --n "$N" --no-cache --out "$OUT/tor-path-judge-read-$READ_TOP" ;;
         tor-path-judge)
