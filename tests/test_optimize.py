@@ -185,6 +185,25 @@ def test_evaluate_command_runs_a_compiled_program(scripted, tmp_path):
     assert result.exit_code == 1 and "holds a compiled 'direct' program, not 'tor'" in result.output
 
 
+def test_evaluate_compiled_applies_param_in_place_of_the_stored_setting(scripted, tmp_path, monkeypatch):
+    """`--param` with `--compiled` runs with it (the spec records it), not silently with the stored value."""
+    from tests.fakes import tree_retriever
+
+    path = save_compiled(build_program("rta", tree_retriever(), k=5), tmp_path / "c.json", name="rta",
+                         dataset="hotpotqa", retriever="dense")
+    assert load_program(path, retriever=tree_retriever(), overrides={"k": 2}).k == 2
+    assert load_program(path, retriever=tree_retriever()).k == 5
+    with pytest.raises(ValueError, match="nonsense"):
+        load_program(path, retriever=tree_retriever(), overrides={"nonsense": 1})
+    searcher = tree_retriever()
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda dataset, kind, corpus=None: searcher)
+    result = CliRunner().invoke(app, ["evaluate", "--compiled", str(path), "--param", "k=2", "--n", "1",
+                                      "--out", str(tmp_path / "ev")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "ev" / "spec.json").read_text())["params"]["k"] == 2
+    assert [k for _, k in searcher.queries] == [2]  # the question searched for 2 passages, not 5
+
+
 def test_gepa_with_one_train_question_fails_before_any_lm_call(scripted, tmp_path):
     with pytest.raises(ValueError, match="at least 2"):
         run_optimize(_spec(optimizer="gepa", train=1), tmp_path / "g")

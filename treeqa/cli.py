@@ -120,9 +120,11 @@ def index_build(
                f"(under {get_settings().index_dir})")
 
 
-def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None):
+def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None,
+                   overrides: dict | None = None):
     """(program, recipe, retriever, corpus) of a compiled file: it searches what it was compiled
-    against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25)."""
+    against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25); `overrides`
+    replace stored settings."""
     from treeqa.compiled import load_program, read_recipe, recipe_settings
     from treeqa.programs import uses_retriever
 
@@ -130,12 +132,13 @@ def load_searching(compiled: str, retriever: str | None, corpus: str | None, exp
     retriever = retriever or recipe.get("retriever", "dense")
     corpus = corpus or recipe.get("corpus")
     index = None
-    searches = uses_retriever(recipe["program"], *recipe_settings(recipe))  # not e.g. a beam on GENREAD documents
+    settings, preset = recipe_settings(recipe)
+    searches = uses_retriever(recipe["program"], {**settings, **(overrides or {})}, preset)  # not a GENREAD beam
     if searches and (corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense")):
         from treeqa.retrievers import get_retriever
 
         index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
-    return load_program(compiled, retriever=index, expect=expect), recipe, retriever, corpus
+    return load_program(compiled, retriever=index, expect=expect, overrides=overrides), recipe, retriever, corpus
 
 
 def parse_params(pairs: list[str]) -> dict:
@@ -198,7 +201,8 @@ def evaluate_cmd(
     retriever: RetrieverOption = None,
     corpus: CorpusOption = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
-    param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable).")] = [],
+    param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable); with "
+                                                  "--compiled it replaces the stored setting.")] = [],
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to evaluate.")] = None,
@@ -224,10 +228,10 @@ def evaluate_cmd(
         if compiled:
             # the spec (and so the summary and recall@15) must say what the program searched
             loaded, recipe, retriever, corpus = load_searching(compiled, retriever if retriever_given else None,
-                                                               corpus, expect=program)
+                                                               corpus, expect=program, overrides=params)
             program = recipe["program"]
-            params, preset = recipe_settings(recipe)
-            params = {**params, "_compiled": str(Path(compiled).resolve())}
+            stored, preset = recipe_settings(recipe)  # --param replaces stored settings; the spec says so
+            params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
         if program is None:
             _fail("name a --program, or give a --compiled file")
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,

@@ -167,7 +167,8 @@ def trusted_state(program: dspy.Module, state: dict, path: str | Path) -> dict:
     return out
 
 
-def load_program(path: str | Path, retriever=None, expect: str | None = None) -> dspy.Module:
+def load_program(path: str | Path, retriever=None, expect: str | None = None,
+                 overrides: dict[str, Any] | None = None) -> dspy.Module:
     """A ready-to-call compiled program.
 
     Args:
@@ -176,6 +177,8 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None) ->
             program was compiled on, loaded from the cache dir (built if missing).
         expect: the program name the caller wants ("tor", "beam", ...); a file holding
             another program is an error.
+        overrides: settings to run with in place of the stored ones (e.g. the beam's
+            `pick="vote"`); an unknown one is an error, as when building the program.
 
     Example:
         >>> program = load_program("runs/optimize/tor/compiled.json")
@@ -189,6 +192,7 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None) ->
     if expect is not None and expect != name:
         raise CompiledProgramError(f"{path} holds a compiled {name!r} program, not {expect!r}")
     params, preset = recipe_settings(recipe)
+    params.update(overrides or {})
     if retriever is None and uses_retriever(name, params, preset):
         from treeqa.retrievers import get_retriever
 
