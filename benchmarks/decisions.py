@@ -34,6 +34,10 @@ def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
         spec = {**spec, "label": f"{spec['program']} ({run_dir.name}, pick={spec['params']['pick']})"}
     elif (spec.get("params") or {}).get("path_judge"):  # `evaluate --compiled`: named by its folder
         spec = {**spec, "label": f"{spec['program']} compiled ({run_dir.name})"}
+    pick = (spec.get("params") or {}).get("pick", "beam")
+    if pick != "beam" and "pick=" not in spec.get("label", ""):  # a beam run with `--param pick=vote`
+        base = spec.get("label") or spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
+        spec = {**spec, "label": f"{base}, pick={pick}"}
     return spec, (figures | {"n": len(records)} if figures is not None else None)
 
 

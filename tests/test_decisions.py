@@ -141,3 +141,22 @@ def test_the_decisions_script_scores_a_skip_run_against_its_own_sample(fixture_d
     (run / "predictions.jsonl").write_text(json.dumps({**record, "id": first.id}) + "\n")
     with pytest.raises(SystemExit, match="not questions of its spec's sample"):
         script.figures_of(run)
+
+
+def test_the_decisions_script_names_a_beam_run_with_another_pick(fixture_data, tmp_path):
+    """A beam evaluated with `--param pick=vote` (not re-picked) is not labelled as the paper's pick."""
+    import importlib.util
+    import json
+
+    from treeqa.settings import PROJECT_ROOT
+
+    spec = importlib.util.spec_from_file_location("decisions_script", PROJECT_ROOT / "benchmarks" / "decisions.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    run = tmp_path / "beam-run"
+    run.mkdir()
+    (run / "predictions.jsonl").write_text("")
+    for params, label in (({"pick": "vote"}, "beam (nq), pick=vote"), ({}, None)):
+        (run / "spec.json").write_text(json.dumps({"program": "beam", "dataset": "hotpotqa", "split": "dev", "n": 1,
+                                                   "seed": 0, "preset": "nq", "params": params}))
+        assert script.figures_of(run)[0].get("label") == label
