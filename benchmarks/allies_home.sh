@@ -17,8 +17,8 @@
 #   extra steps: beam-reader; beam-retrieval, beam-retrieval-compiled; selfask (issue 26: Self-Ask on the same questions, the ALLIES paper's baseline);
 #   beam-deep: the zero-shot beam with --param threshold=1.0, which Score (0.1/0.3/0.6/0.9) never
 #   reaches, so every search runs all D rounds: does searching past one round pay?
-#   vote: the finished beam and compiled beam re-picked with pick=vote from their recorded trees
-#   (benchmarks/repick.py, no LM call), into beam-vote and beam-compiled-vote
+#   vote: the finished beam, compiled beam and deep beam re-picked with pick=vote from their recorded trees
+#   (benchmarks/repick.py, no LM call), each into <run>-vote
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -56,14 +56,14 @@ for step in "${steps[@]}"; do
             "$BIN/treeqa" optimize --program beam --preset "$DATASET" --dataset "$DATASET" --optimizer reader \
                 --train "$TRAIN" --dev "$N" --no-cache --zero-shot-from "$OUT/beam" --out "$OUT/beam-reader" ;;
         vote)
-            for run in beam beam-compiled; do
+            for run in beam beam-compiled beam-deep; do
                 src="$OUT/$run"; [ -f "$src/report.json" ] && src="$src/compiled"
                 [ -f "$src/summary.json" ] && [ ! -e "$OUT/$run-vote" ] && "$BIN/python" benchmarks/repick.py "$src" "$OUT/$run-vote"
             done ;;
         record)
             runs=()  # a table still being filled: record the finished runs, pair what exists
             for run in direct rta genread beam beam-compiled beam-reader selfask beam-retrieval \
-                       beam-retrieval-compiled beam-vote beam-compiled-vote beam-deep; do
+                       beam-retrieval-compiled beam-vote beam-compiled-vote beam-deep beam-deep-vote; do
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/report.json" ] && runs+=("$OUT/$run"); done
             "$BIN/python" benchmarks/record.py "$DATASET-test$N" "${runs[@]}" \
                 --pair beam:rta --pair beam:genread --pair beam:direct --pair genread:direct --pair genread:rta --pair rta:direct --pair beam-compiled:beam \
@@ -73,7 +73,7 @@ for step in "${steps[@]}"; do
                 --pair beam-retrieval-compiled:rta --pair beam-vote:beam --pair beam-compiled-vote:beam-compiled \
                 --pair beam-vote:rta --pair beam-compiled-vote:rta --pair beam-vote:genread \
                 --pair beam-compiled-vote:genread --pair beam-compiled-vote:beam-vote \
-                --pair beam-deep:beam --pair beam-deep:rta \
+                --pair beam-deep:beam --pair beam-deep:rta --pair beam-deep-vote:beam-deep --pair beam-deep-vote:rta \
                 --note "${NOTE:-Issue 29: direct, rta (k=5), genread, the zero-shot beam (preset $DATASET) and the beam compiled from 100 MuSiQue train questions (NQ: the path judge and annotated demos; TriviaQA and WebQ, whose presets read GENREAD documents and no passages: the annotated demos) on the same $N seeded $DATASET test questions (seed 0), embedded model, 2 cores, --no-cache, dense retrieval over the Wikipedia leads plus the NQ-open test gold passages (one corpus for the three sets); runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
