@@ -67,7 +67,8 @@ def markdown(rows: list[tuple[dict, dict]]) -> str:
                          f"{percent(f['search_rate_on_partial_paths'])} | {percent(f['reject_rate_on_distractors'])} | "
                          f"{percent(f['questions_with_expansion'])} | {f['depth_histogram']} | "
                          f"{_auc(f, 'relevance')} | {_auc(f, 'sufficiency')} |")
-    return "\n".join(lines) + "\n\n" + "\n".join(beams) + "\n"
+    tables = [table for table in (lines, beams) if len(table) > 2]  # a kind no run has is left out
+    return "\n\n".join("\n".join(table) for table in tables) + "\n"
 
 
 def main() -> None:
