@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # Issue 24, item 1: what the path-judge ToR reader reads, chosen on train by EM (never on dev).
 # The path judge is compiled with read_top None / 5 / 3 (no LM call: 20 s each), then each
-# program answers the same 40 seeded HotpotQA train questions. The DSPy response cache is ON
+# program answers the same 40 seeded train questions. The DSPy response cache is ON
 # here on purpose: read_top changes only the last call (the reader), so the second and third
 # programs reuse the first one's search and pay only their own reader calls; timings are
-# therefore not comparable and not reported. The judge was fitted on these questions'
-# annotations (HotpotQA train has 100 questions, all used to compile), so EM here is higher
+# therefore not comparable and not reported. The judge was fitted on the annotations of
+# the first 100 seeded train questions, these 40 among them, so EM here is higher
 # than on dev; what matters is the difference between the readers.
 # A choice is a read_top (none, 3, 5), FUSION-READ_TOP for another fusion reader (e.g.
 # paragraph-5: the accepted paths' paragraphs and the 5 best others, no analyses), or rta (one
-# retrieval on the same questions: the bar the reader has to clear).
-#   bash benchmarks/choose_reading.sh [choice ...]        (default: none 5 3)
+# retrieval on the same questions: the bar the reader has to clear). DATASET (default hotpotqa)
+# chooses on another set's train questions, with the judge fitted on that set's train.
+#   [DATASET=2wikimultihopqa] bash benchmarks/choose_reading.sh [choice ...]   (default: none 5 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
-OUT=${OUT:-benchmarks/runs/hotpotqa-train40-reading}
+DATASET=${DATASET:-hotpotqa}
+OUT=${OUT:-benchmarks/runs/$DATASET-train40-reading}
 choices=("$@")
 [ ${#choices[@]} -gt 0 ] || choices=(none 5 3)
 for rt in "${choices[@]}"; do
     if [ "$rt" = rta ]; then
-        "$BIN/treeqa" evaluate --program rta --dataset hotpotqa --split train --n 40 --out "$OUT/train40-rta"
+        "$BIN/treeqa" evaluate --program rta --dataset "$DATASET" --split train --n 40 --out "$OUT/train40-rta"
         continue
     fi
     param=()
@@ -29,9 +31,9 @@ for rt in "${choices[@]}"; do
         *) param=(--param "read_top=$rt") ;;
     esac
     [ -f "$OUT/compile-$rt/compiled.json" ] ||
-        "$BIN/treeqa" optimize --program tor --dataset hotpotqa --optimizer path-judge --train 100 --dev 1 \
+        "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge --train 100 --dev 1 \
             "${param[@]}" --out "$OUT/compile-$rt"
-    "$BIN/treeqa" evaluate --compiled "$OUT/compile-$rt/compiled.json" --dataset hotpotqa --split train --n 40 \
+    "$BIN/treeqa" evaluate --compiled "$OUT/compile-$rt/compiled.json" --dataset "$DATASET" --split train --n 40 \
         --out "$OUT/train40-$rt"
 done
 "$BIN/python" - "$OUT" "${choices[@]}" <<'EOF'

@@ -103,9 +103,9 @@ def test_relevance_is_cut_to_keep_the_asked_share_of_gold():
         recall_threshold(scores, labels, 0.0)
 
 
-def _tree(expansion="mpc", query_for_beta=MISSING):
+def _tree(expansion="mpc", query_for_beta=MISSING, fusion="evidence"):
     retriever = FakeRetriever("counter", {QUESTION: [ALPHA, *NOISE[:2]], query_for_beta: [BETA, NOISE[2]]})
-    return TreeOfReviews(retriever, expansion=expansion, path_judge=JUDGE.model_dump()), retriever
+    return TreeOfReviews(retriever, expansion=expansion, fusion=fusion, path_judge=JUDGE.model_dump()), retriever
 
 
 def _actions(pred):
@@ -127,6 +127,17 @@ def test_the_judge_decides_and_the_model_is_asked_only_for_what_the_action_needs
     assert retriever.asked[1] == MISSING
     beta = next(n for n in pred.tree["nodes"] if n.get("title") == "Beta Smith")
     assert beta["judge_relevant"] > 0.99 and beta["judge_sufficient"] > 0.99
+
+
+def test_a_paragraph_reader_needs_no_analysis_so_an_accept_costs_no_review():
+    program, _ = _tree(fusion="paragraph")
+    script = answering(lambda call: review("search", next_query="more"), answer="Gamma",
+                       missing=lambda call: MISSING)
+    pred, engine = run(program, script, question=QUESTION)
+    assert [c.kind for c in engine.calls] == ["complete", "fuse"]  # the MPC for Alpha, the reader
+    assert _actions(pred)["Beta Smith"] == "accept" and pred.stats["judge_only"] == 5
+    assert pred.stats["evidence"] == 1 and pred.stats["fused_from"] == "evidence" and pred.answer == "Gamma"
+    assert "Beta Smith" in str(engine.calls[-1].inputs) and "Alpha (novel)" in str(engine.calls[-1].inputs)
 
 
 def test_with_direct_expansion_the_review_writes_the_query():
