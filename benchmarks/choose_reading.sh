@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
 # Issue 24, item 1: what the path-judge ToR reader reads, chosen on train by EM (never on dev).
 # The path judge is compiled with read_top None / 5 / 3 (no LM call: 20 s each), then each
-# program answers the same 40 seeded train questions. The DSPy response cache is ON
+# program answers the same N seeded train questions. The DSPy response cache is ON
 # here on purpose: read_top changes only the last call (the reader), so the second and third
 # programs reuse the first one's search and pay only their own reader calls; timings are
 # therefore not comparable and not reported. The judge was fitted on the annotations of
-# the first 100 seeded train questions, these 40 among them, so EM here is higher
+# the first 100 seeded train questions, these N among them, so EM here is higher
 # than on dev; what matters is the difference between the readers.
 # A choice is a read_top (none, 3, 5), FUSION-READ_TOP for another fusion reader (e.g.
 # paragraph-5: the accepted paths' paragraphs and the 5 best others, no analyses), or rta (one
 # retrieval on the same questions: the bar the reader has to clear). DATASET (default hotpotqa)
-# chooses on another set's train questions, with the judge fitted on that set's train.
-#   [DATASET=2wikimultihopqa] bash benchmarks/choose_reading.sh [choice ...]   (default: none 5 3)
+# chooses on another set's train questions, with the judge fitted on that set's train; N (default
+# 40, at most 100) how many of the judge's train questions answer.
+#   [DATASET=2wikimultihopqa] [N=100] bash benchmarks/choose_reading.sh [choice ...]   (default: none 5 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 DATASET=${DATASET:-hotpotqa}
-OUT=${OUT:-benchmarks/runs/$DATASET-train40-reading}
+N=${N:-40}
+OUT=${OUT:-benchmarks/runs/$DATASET-train$N-reading}
 choices=("$@")
 [ ${#choices[@]} -gt 0 ] || choices=(none 5 3)
 for rt in "${choices[@]}"; do
     if [ "$rt" = rta ]; then
-        "$BIN/treeqa" evaluate --program rta --dataset "$DATASET" --split train --n 40 --out "$OUT/train40-rta"
+        "$BIN/treeqa" evaluate --program rta --dataset "$DATASET" --split train --n "$N" --out "$OUT/train$N-rta"
         continue
     fi
     param=()
@@ -33,16 +35,16 @@ for rt in "${choices[@]}"; do
     [ -f "$OUT/compile-$rt/compiled.json" ] ||
         "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge --train 100 --dev 1 \
             "${param[@]}" --out "$OUT/compile-$rt"
-    "$BIN/treeqa" evaluate --compiled "$OUT/compile-$rt/compiled.json" --dataset "$DATASET" --split train --n 40 \
-        --out "$OUT/train40-$rt"
+    "$BIN/treeqa" evaluate --compiled "$OUT/compile-$rt/compiled.json" --dataset "$DATASET" --split train --n "$N" \
+        --out "$OUT/train$N-$rt"
 done
-"$BIN/python" - "$OUT" "${choices[@]}" <<'EOF'
+"$BIN/python" - "$OUT/train$N" "${choices[@]}" <<'EOF'
 import json, sys
 from pathlib import Path
 from treeqa.evaluation import read_records
 from treeqa.stats import compare_records
 out, choices = Path(sys.argv[1]), sys.argv[2:]
-runs = {rt: read_records(out / f"train40-{rt}" / "predictions.jsonl") for rt in choices}
+runs = {rt: read_records(out.parent / f"{out.name}-{rt}" / "predictions.jsonl") for rt in choices}
 for rt, records in runs.items():
     em = 100 * sum(r["em"] for r in records) / len(records)
     fallback = sum(1 for r in records if (r.get("tree") or {}).get("stats", {}).get("fused_from") in ("fallback", "top"))
