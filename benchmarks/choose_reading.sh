@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 DATASET=${DATASET:-hotpotqa}
 N=${N:-40}
+[ "$N" -ge 1 ] && [ "$N" -le 100 ] || { echo "N must be 1-100 (the judge is fitted on the first 100 train questions), got $N" >&2; exit 2; }
 OUT=${OUT:-benchmarks/runs/$DATASET-train$N-reading}
 choices=("$@")
 [ ${#choices[@]} -gt 0 ] || choices=(none 5 3)
