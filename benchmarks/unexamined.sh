@@ -9,8 +9,11 @@
 # this again resumes where it stopped.
 #   DATASET=hotpotqa SKIP=100 N=197 [READ_TOP=3] bash benchmarks/unexamined.sh [step ...]
 #   steps: rta tor tor-path-judge tor-read tor-path-judge-reader record
-#   (default: all but tor-read, in this order; tor-read, HotpotQA only, evaluates the compile
-#   choose_reading.sh made on HotpotQA train, the README's read_top=3 row). tor-path-judge is the
+#   (default: all but tor-read, in this order; tor-read evaluates the compile choose_reading.sh
+#   made on this set's train for READING (default READ_TOP; e.g. READING=paragraph-3), read from
+#   READ_FROM (default runs/hotpotqa-train40-reading for HotpotQA, the README's read_top=3 row,
+#   runs/$DATASET-train100-reading otherwise); out folder tor-path-judge-read-3 for a number,
+#   tor-path-judge-paragraph-3 for a fusion reader). tor-path-judge is the
 #   program's default compile (the judge, the paper's reader). tor-path-judge-reader is the composed compile
 #   (issue 24, item 2): the judge first (reading the top READ_TOP, as chosen on train), then the
 #   reader compiled on the judged program's recorded reads of the 100 train questions
@@ -23,6 +26,10 @@ SKIP=${SKIP:-100}
 N=${N:-197}
 READ_TOP=${READ_TOP:-3}
 OUT=${OUT:-benchmarks/runs/$DATASET-dev-unexamined-skip$SKIP-n$N}
+READING=${READING:-$READ_TOP}
+if [ "$DATASET" = hotpotqa ]; then READ_FROM=${READ_FROM:-benchmarks/runs/hotpotqa-train40-reading}
+else READ_FROM=${READ_FROM:-benchmarks/runs/$DATASET-train100-reading}; fi
+read_run() { case "$1" in *-*) echo "tor-path-judge-$1" ;; *) echo "tor-path-judge-read-$1" ;; esac; }
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(rta tor tor-path-judge tor-path-judge-reader record)
 for step in "${steps[@]}"; do
@@ -30,10 +37,11 @@ for step in "${steps[@]}"; do
         rta|tor)
             "$BIN/treeqa" evaluate --program "$step" --dataset "$DATASET" --skip "$SKIP" --n "$N" --no-cache \
                 --out "$OUT/$step" ;;
-        tor-read)  # the compile choose_reading.sh fitted on HotpotQA train: HotpotQA's own questions only
-            [ "$DATASET" = hotpotqa ] || { echo "tor-read evaluates a HotpotQA-train compile; on $DATASET use tor-path-judge-reader" >&2; exit 2; }
-            "$BIN/treeqa" evaluate --compiled "benchmarks/runs/hotpotqa-train40-reading/compile-$READ_TOP/compiled.json" \
-                --dataset "$DATASET" --skip "$SKIP" --n "$N" --no-cache --out "$OUT/tor-path-judge-read-$READ_TOP" ;;
+        tor-read)  # the compile choose_reading.sh fitted on this set's train (the judge, READING)
+            compiled="$READ_FROM/compile-$READING/compiled.json"
+            [ -f "$compiled" ] || { echo "no $compiled: run DATASET=$DATASET bash benchmarks/choose_reading.sh $READING first" >&2; exit 2; }
+            "$BIN/treeqa" evaluate --compiled "$compiled" \
+                --dataset "$DATASET" --skip "$SKIP" --n "$N" --no-cache --out "$OUT/$(read_run "$READING")" ;;
         tor-path-judge)
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge \
                 --train 100 --skip "$SKIP" --dev "$N" --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-path-judge" ;;
@@ -44,7 +52,11 @@ for step in "${steps[@]}"; do
                 --out "$OUT/tor-path-judge-read-$READ_TOP-reader" ;;
         record)
             runs=()  # a table still being filled: record the finished runs, pair what exists
-            for run in rta tor tor-path-judge "tor-path-judge-read-$READ_TOP" "tor-path-judge-read-$READ_TOP-reader"; do
+            reading=$(read_run "$READING") reading_pairs=()
+            [ "$reading" = "tor-path-judge-read-$READ_TOP" ] ||
+                reading_pairs=(--pair "$reading:rta" --pair "$reading:tor" --pair "$reading:tor-path-judge-read-$READ_TOP")
+            for run in rta tor tor-path-judge "tor-path-judge-read-$READ_TOP" "$reading" "tor-path-judge-read-$READ_TOP-reader"; do
+                [[ " ${runs[*]} " == *" $OUT/$run "* ]] && continue
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/compiled/summary.json" ] && runs+=("$OUT/$run")
             done
             "$BIN/python" benchmarks/record.py "$DATASET-dev-unexamined-skip$SKIP-n$N" "${runs[@]}" \
@@ -52,6 +64,7 @@ for step in "${steps[@]}"; do
                 --pair "tor-path-judge-read-$READ_TOP:rta" --pair "tor-path-judge-read-$READ_TOP:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-reader:rta" --pair "tor-path-judge-read-$READ_TOP-reader:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge-read-$READ_TOP" \
+                "${reading_pairs[@]}" \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR, ToR compiled with --optimizer path-judge (with read_top=3, and with the reader compiled on top) on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
