@@ -63,7 +63,7 @@ for step in "${steps[@]}"; do
                 --pair tor-path-judge:tor --pair tor-path-judge:rta --pair tor:rta \
                 --pair "tor-path-judge-read-$READ_TOP:rta" --pair "tor-path-judge-read-$READ_TOP:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-reader:rta" --pair "tor-path-judge-read-$READ_TOP-reader:tor" \
-                --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge-read-$READ_TOP" \
+                --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge-read-$READ_TOP" --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge" \
                 "${reading_pairs[@]}" \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR, ToR compiled with --optimizer path-judge (with read_top=3, and with the reader compiled on top) on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
