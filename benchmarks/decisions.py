@@ -34,10 +34,14 @@ def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
         spec = {**spec, "label": f"{spec['program']} ({run_dir.name}, pick={spec['params']['pick']})"}
     elif (spec.get("params") or {}).get("path_judge"):  # `evaluate --compiled`: named by its folder
         spec = {**spec, "label": f"{spec['program']} compiled ({run_dir.name})"}
-    pick = (spec.get("params") or {}).get("pick", "beam")
-    if pick != "beam" and "pick=" not in spec.get("label", ""):  # a beam run with `--param pick=vote`
+    # a run with `--param name=value` (pick=vote, threshold=1.0, ...) is named with what it overrode,
+    # so it is not mistaken for the default run of the same program
+    overrides = [f"{name}={value}" for name, value in (spec.get("params") or {}).items()
+                 if not name.startswith("_") and name != "path_judge" and not (name == "pick" and value == "beam")
+                 and f"{name}=" not in spec.get("label", "")]
+    if overrides:
         base = spec.get("label") or spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
-        spec = {**spec, "label": f"{base}, pick={pick}"}
+        spec = {**spec, "label": ", ".join([base, *overrides])}
     return spec, (figures | {"n": len(records)} if figures is not None else None)
 
 

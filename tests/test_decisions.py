@@ -144,7 +144,8 @@ def test_the_decisions_script_scores_a_skip_run_against_its_own_sample(fixture_d
 
 
 def test_the_decisions_script_names_a_beam_run_with_another_pick(fixture_data, tmp_path):
-    """A beam evaluated with `--param pick=vote` (not re-picked) is not labelled as the paper's pick."""
+    """A beam evaluated with `--param pick=vote` (not re-picked) or another overridden setting is not
+    labelled as the default run."""
     import importlib.util
     import json
 
@@ -156,7 +157,8 @@ def test_the_decisions_script_names_a_beam_run_with_another_pick(fixture_data, t
     run = tmp_path / "beam-run"
     run.mkdir()
     (run / "predictions.jsonl").write_text("")
-    for params, label in (({"pick": "vote"}, "beam (nq), pick=vote"), ({}, None)):
+    for params, label in (({"pick": "vote"}, "beam (nq), pick=vote"), ({}, None), ({"pick": "beam"}, None),
+                          ({"threshold": 1.0}, "beam (nq), threshold=1.0")):
         (run / "spec.json").write_text(json.dumps({"program": "beam", "dataset": "hotpotqa", "split": "dev", "n": 1,
                                                    "seed": 0, "preset": "nq", "params": params}))
         assert script.figures_of(run)[0].get("label") == label
