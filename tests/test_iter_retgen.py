@@ -1,6 +1,9 @@
 """ITER-RETGEN: a fixed number of rounds, each searching with the question and the previous round's
 generation and answering from its own passages; the last round's answer is the answer. A round
-that would repeat the one before is not run; a failed round ends the search."""
+that would repeat the one before is not run; a failed generation is answered again without
+reasoning, and a round where that fails too ends the search."""
+
+import json
 
 import dspy
 import pytest
@@ -17,16 +20,21 @@ R2 = ("Spielberg was born in Cincinnati, Ohio.", "Cincinnati")
 R3 = ("The director of Jaws, Steven Spielberg, was born in Cincinnati.", "Cincinnati, Ohio")
 
 
-def rounds(replies):
-    """A script: the n-th generation is replies[n], a (reasoning, answer) pair, an exception or `Raw` text."""
+def rounds(replies, answers=()):
+    """A script: the n-th generation is replies[n], a (reasoning, answer) pair, an exception or `Raw`
+    text; the n-th answer-only retry is answers[n] (an answer, an exception or `Raw` text)."""
     def respond(kind, inputs):
+        if kind == "answer":
+            reply = answers[respond.retries]
+            respond.retries += 1
+            return {"answer": reply} if type(reply) is str else reply  # Raw text goes as it is
         assert kind == "reasoning", kind
         reply = replies[respond.n]
         respond.n += 1
         if isinstance(reply, tuple):
             return {"reasoning": reply[0], "answer": reply[1]}
         return reply
-    respond.n = 0
+    respond.n = respond.retries = 0
     return respond
 
 
@@ -41,8 +49,8 @@ def run(program, respond):
 def test_defaults_bound_and_bad_settings():
     program = IterRetGen(FakeRetriever())
     assert (program.rounds, program.k, program.passage_chars) == (3, 5, 1000)
-    assert call_bound("iterretgen") == 3 and call_bound("iterretgen", {"rounds": 5}) == 5
-    assert [name for name, _ in program.named_predictors()] == ["generate"]
+    assert call_bound("iterretgen") == 6 and call_bound("iterretgen", {"rounds": 5}) == 10
+    assert [name for name, _ in program.named_predictors()] == ["generate", "answer_only"]
     assert list(program.generate.signature.output_fields) == ["reasoning", "answer"]
     with pytest.raises(ValueError, match="retriever"):
         IterRetGen()
@@ -81,7 +89,7 @@ def test_the_round_bound_is_the_call_count():
     program = IterRetGen(retriever, rounds=4, k=2)
     replies = [(f"Fact {i} holds.", f"answer {i}") for i in range(1, 9)]
     pred, engine = run(program, rounds(replies))
-    assert len(engine.calls) == 4 == call_bound("iterretgen", program.settings)
+    assert len(engine.calls) == 4 == call_bound("iterretgen", program.settings) / 2
     assert retriever.queries == [(Q, 2)] + [(query_after(r), 2) for r in replies[:3]]
     assert pred.answer == "answer 4" and pred.tree["stats"]["stop"] == "rounds"
     pred, engine = run(IterRetGen(FakeRetriever(), rounds=1), rounds(replies))
@@ -100,14 +108,39 @@ def test_a_round_that_generates_what_the_round_before_did_ends_the_search():
     assert pred.tree["stats"]["stop"] == "converged" and pred.answer == "Cincinnati"
 
 
-def test_a_failed_round_is_recorded_and_the_latest_answer_stands():
+def test_a_failed_generation_is_answered_again_without_reasoning():
+    # a reasoning cut off at the token budget leaves JSON that does not parse (the embedded
+    # model's adapter: one call per failure, no retry in another format)
+    def json_reply(**fields):
+        return Raw(json.dumps(fields))
+
     retriever = FakeRetriever()
-    pred, engine = run(IterRetGen(retriever), rounds([R1, TimeoutError("slow"), R3]))
-    assert len(engine.calls) == 2 and retriever.asked == [Q, query_after(R1)]
+    cut = Raw('{"reasoning": "Jaws was directed by Steven Spielberg, who was born in')
+    script = rounds([json_reply(reasoning=R1[0], answer=R1[1]), cut, json_reply(reasoning=R3[0], answer=R3[1])],
+                    answers=[json_reply(answer="Spielberg")])
+    with dspy.context(adapter=dspy.JSONAdapter()):
+        pred, engine = run(IterRetGen(retriever), script)
+    assert engine.kinds() == ["reasoning", "reasoning", "answer", "reasoning"]
+    assert engine.calls[2].inputs["passages"] == engine.calls[1].inputs["passages"]  # the same round's passages
     assert [f["where"] for f in pred.failures] == ["generate@round2"]
+    # the retry's answer is the round's generation: the next round searches with it
+    assert retriever.asked == [Q, query_after(R1), f"{Q} Spielberg"]
+    assert pred.generations[1] == {"round": 2, "query": query_after(R1), "reasoning": "", "answer": "Spielberg"}
+    node = pred.tree["nodes"][1]
+    assert node["action"] == "search" and node["analysis"].startswith("[the generation failed")
+    assert node["failures"][0]["error"] == "AdapterParseError"
+    assert pred.answer == "Cincinnati, Ohio" and pred.tree["stats"]["stop"] == "rounds"
+    assert len(engine.calls) <= call_bound("iterretgen")
+
+
+def test_a_round_whose_retry_fails_too_ends_the_search_and_the_latest_answer_stands():
+    retriever = FakeRetriever()
+    pred, engine = run(IterRetGen(retriever), rounds([R1, TimeoutError("slow"), R3], answers=[TimeoutError("slower")]))
+    assert len(engine.calls) == 3 and retriever.asked == [Q, query_after(R1)]
+    assert [f["where"] for f in pred.failures] == ["generate@round2", "answer_only@round2"]
     node = pred.tree["nodes"][1]
     assert node["action"] == "reject" and node["retrieved_by"] == query_after(R1) and len(node["ids"]) == 5
-    assert "slow" in node["failures"][0]["message"]
+    assert ["slow" in f["message"] for f in node["failures"]] == [True, True]
     assert pred.answer == "Steven Spielberg"
     assert (pred.tree["stats"]["stop"], pred.tree["stats"]["answer_from"], pred.tree["stats"]["rounds_run"]) == (
         "failed", 1, 1)
@@ -115,8 +148,10 @@ def test_a_failed_round_is_recorded_and_the_latest_answer_stands():
 
 
 def test_a_blank_or_garbage_reply_does_not_crash_the_program():
-    pred, engine = run(IterRetGen(FakeRetriever()), rounds([Raw("%%% not the format at all")] * 4))
-    assert [(f["where"], f["error"]) for f in pred.failures] == [("generate@round1", "AdapterParseError")]
+    garbage = Raw("%%% not the format at all")
+    pred, engine = run(IterRetGen(FakeRetriever()), rounds([garbage] * 4, answers=[garbage] * 4))
+    assert [(f["where"], f["error"]) for f in pred.failures] == [
+        ("generate@round1", "AdapterParseError"), ("answer_only@round1", "AdapterParseError")]
     assert pred.answer == "" and pred.tree["stats"]["answer_from"] is None and pred.tree["stats"]["stop"] == "failed"
     # a round that writes nothing keeps the answer of the round before, and the next round would
     # repeat its query and read the same again, so the search stops there
