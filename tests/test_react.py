@@ -1,10 +1,12 @@
 """ReActSearch: dspy.ReAct with a corpus search tool; its steps, bound, failures and tree."""
 
+import json
+
 import dspy
 import pytest
 from dspy import lm15
 
-from tests.fakes import FakeRetriever, passage, run_scripted
+from tests.fakes import FakeRetriever, Raw, passage, run_scripted
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.react import AgentStep, ReActSearch
 from treeqa.signatures.react import SearchThenAnswer
@@ -19,9 +21,10 @@ def act(tool: str, query: str | None = None, thought: str | None = None) -> dict
             "next_tool_args": args}
 
 
-def agent(steps: list, answer: str = "Cincinnati", reasoning: str = "The passages say so."):
+def agent(steps: list, answer="Cincinnati", reasoning: str = "The passages say so.", retry=None):
     """A script: the n-th agent step (counted from the trajectory it is shown) gets `steps[n]` (a
-    reply dict, raw text or an exception); the extract call answers `answer`. Every step's inputs
+    reply dict, raw text or an exception); the extract call answers `answer` (or raises it, or
+    replies with it where it is `Raw` text), the answer-only retry `retry`. Every call's inputs
     are kept in `seen` (the trajectory's fields are parsed into them)."""
     seen = []
 
@@ -30,7 +33,13 @@ def agent(steps: list, answer: str = "Cincinnati", reasoning: str = "The passage
             seen.append(inputs)
             n = sum(key.startswith("thought_") for key in inputs)
             return steps[n] if n < len(steps) else act("finish")
+        seen.append(inputs)
+        if kind == "answer":
+            assert retry is not None, "an answer-only retry nobody expected"
+            return retry if isinstance(retry, (BaseException, Raw)) else {"answer": retry}
         assert kind == "reasoning", kind
+        if isinstance(answer, Raw):
+            return answer
         seen.append(inputs)
         return answer if isinstance(answer, BaseException) else {"reasoning": reasoning, "answer": answer}
 
@@ -90,7 +99,7 @@ def test_the_search_stops_at_max_iters_and_answers_from_what_it_found():
     program = ReActSearch(retriever, max_iters=2)
     pred, engine = run(program, respond)
     assert engine.kinds() == ["next_thought", "next_thought", "reasoning"]
-    assert len(engine.calls) == call_bound("react", {"max_iters": 2}) == 3
+    assert len(engine.calls) == call_bound("react", {"max_iters": 2}) - 1  # no retry needed
     assert retriever.asked == ["query 0", "query 1"]
     assert [n["action"] for n in pred.tree["nodes"]] == ["search", "search", "accept"]
     assert pred.stats["stop"] == "max_iters" and pred.answer == "Cincinnati"
@@ -142,10 +151,34 @@ def test_a_garbage_step_reply_is_recorded_not_fatal():
     assert pred.answer == "Cincinnati" and pred.retrieved == []
 
 
-def test_a_failed_answer_call_keeps_the_search():
-    respond, _ = agent([act("search", "Jaws director")], answer=TimeoutError("no reply in 60 s"))
-    pred, _ = run(ReActSearch(FakeRetriever()), respond)
-    assert pred.answer == "" and [f["where"] for f in pred.failures] == ["answer"]
+def test_a_failed_answer_call_is_answered_again_from_the_passages_found():
+    # a reasoning cut off at its token budget leaves JSON that does not parse (the embedded
+    # model's adapter: one call per failure, no retry in another format)
+    cut = Raw('{"reasoning": "Jaws was directed by Steven Spielberg, who was born in')
+    steps = [Raw(json.dumps({"next_thought": f"Search {q}.", "next_tool_name": "search", "next_tool_args": {"query": q}}))
+             for q in ("Jaws director", "Spielberg birthplace")]
+    steps.append(Raw(json.dumps({"next_thought": "Done.", "next_tool_name": "finish", "next_tool_args": {}})))
+    respond, seen = agent(steps, answer=cut, retry=Raw('{"answer": "Cincinnati"}'))
+    with dspy.context(adapter=dspy.JSONAdapter()):
+        pred, engine = run(ReActSearch(FakeRetriever()), respond)
+    assert engine.kinds() == ["next_thought"] * 3 + ["reasoning", "answer"]
+    assert len(engine.calls) <= call_bound("react")
+    # the retry reads every passage the searches found, cut like the observations
+    assert [p.split(":")[0] for p in seen[-1]["passages"]] == [
+        f"{q} title {i}" for q in ("Jaws director", "Spielberg birthplace") for i in range(3)]
+    assert pred.answer == "Cincinnati"
+    assert [(f["where"], f["error"]) for f in pred.failures] == [("answer", "AdapterParseError")]
+    last = pred.tree["nodes"][-1]
+    assert last["action"] == "accept" and last["analysis"].startswith("[the answer call failed")
+    assert last["failures"] == pred.failures and pred.trajectory == {}
+
+
+def test_a_failed_answer_call_whose_retry_fails_too_keeps_the_search():
+    respond, _ = agent([act("search", "Jaws director")], answer=TimeoutError("no reply in 60 s"),
+                       retry=TimeoutError("no reply again"))
+    pred, engine = run(ReActSearch(FakeRetriever()), respond)
+    assert engine.kinds() == ["next_thought", "next_thought", "reasoning", "answer"]
+    assert pred.answer == "" and [f["where"] for f in pred.failures] == ["answer", "answer_only"]
     assert [n["action"] for n in pred.tree["nodes"]] == ["search", "reject"]
     assert pred.tree["nodes"][-1]["failures"] == pred.failures
     assert len(pred.retrieved) == 3 and pred.trajectory == {}
@@ -223,12 +256,12 @@ def test_settings_are_checked_and_the_predictors_are_dspy_react_s():
     assert isinstance(program.agent, dspy.ReAct) and program.agent.max_iters == 6
     assert set(program.agent.tools) == {"search", "finish"}
     predictors = dict(program.named_predictors())
-    assert set(predictors) == {"agent.react", "agent.extract.predict"}
+    assert set(predictors) == {"agent.react", "agent.extract.predict", "answer_only"}
     assert isinstance(predictors["agent.react"], AgentStep)
     assert predictors[ReActSearch.reader] is program.agent.extract.predict
     assert predictors["agent.react"].config["max_tokens"] == SearchThenAnswer.step_max_tokens
     assert predictors[ReActSearch.reader].config["max_tokens"] > SearchThenAnswer.max_tokens
-    assert ReActSearch.call_bound(program.settings) == 7
+    assert ReActSearch.call_bound(program.settings) == 8
     assert SearchThenAnswer.instructions in predictors["agent.react"].signature.instructions
 
 
