@@ -155,8 +155,8 @@ def test_a_failed_answer_call_is_answered_again_from_the_passages_found():
     # a reasoning cut off at its token budget leaves JSON that does not parse (the embedded
     # model's adapter: one call per failure, no retry in another format)
     cut = Raw('{"reasoning": "Jaws was directed by Steven Spielberg, who was born in')
-    steps = [Raw(json.dumps({"next_thought": f"Search {q}.", "next_tool_name": "search", "next_tool_args": {"query": q}}))
-             for q in ("Jaws director", "Spielberg birthplace")]
+    steps = [Raw(json.dumps({"next_thought": f"Search {q}.", "next_tool_name": "search",
+                             "next_tool_args": {"query": q}})) for q in ("Jaws director", "Spielberg birthplace")]
     steps.append(Raw(json.dumps({"next_thought": "Done.", "next_tool_name": "finish", "next_tool_args": {}})))
     respond, seen = agent(steps, answer=cut, retry=Raw('{"answer": "Cincinnati"}'))
     with dspy.context(adapter=dspy.JSONAdapter()):
