@@ -29,9 +29,12 @@ FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions"
 
 
 def _entry(run_dir: Path) -> dict:
+    """One run's YAML entry; `run` is its folder's name, what `--pair` and the table call it (two
+    runs of one program differ by it, and a folder renamed after its run by nothing else)."""
+    name = run_dir.name
     if (run_dir / "report.json").is_file():
         report = json.loads((run_dir / "report.json").read_text())
-        return {"kind": "optimize", "command": report["command"], "spec": report["spec"],
+        return {"kind": "optimize", "run": name, "command": report["command"], "spec": report["spec"],
                 "compile": report["compile"], "versions": report["versions"],
                 "zero_shot": {k: report["zero_shot"][k] for k in FIGURES if k in report["zero_shot"]},
                 "compiled": {k: report["compiled"][k] for k in FIGURES if k in report["compiled"]}}
@@ -43,7 +46,7 @@ def _entry(run_dir: Path) -> dict:
     spec = summary["spec"]
     if kind != "evaluate" and (run_dir.parent / "spec.json").is_file():  # the optimize spec, not its side's
         spec = json.loads((run_dir.parent / "spec.json").read_text())
-    return {"kind": kind, "command": summary["command"], "spec": spec,
+    return {"kind": kind, "run": name, "command": summary["command"], "spec": spec,
             "data": summary.get("data"), "versions": summary["versions"],
             "figures": {k: figures[k] for k in FIGURES if k in figures}}
 
@@ -93,6 +96,8 @@ def _cell(fig: dict, key: str) -> str:
 def _label(entry: dict) -> str:
     spec = entry["spec"]
     label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
+    if entry.get("run") not in (None, spec["program"]):  # older files name no run
+        label += f" `{entry['run']}`"
     params = {k: v for k, v in (spec.get("params") or {}).items() if not k.startswith("_")}
     if "path_judge" in params:  # `evaluate --compiled`: the judge's weights are in the YAML, not the table
         shown = {k: v for k, v in params.items() if k in ("read_top", "fusion", "expansion", "widths")}

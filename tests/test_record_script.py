@@ -49,6 +49,19 @@ def test_a_program_name_never_stands_for_one_of_two_runs(tmp_path):
     assert _script()._pairs([other, beam], ["beam:beam-x"]) == {}
 
 
+def test_each_entry_and_table_row_names_its_run_folder(tmp_path):
+    """A run kept under a new folder name (iterretgen-no-retry, the run before a fix) beside a
+    rerun of the same program had two table rows both called "iterretgen"."""
+    script = _script()
+    for folder in ("iterretgen", "iterretgen-no-retry"):
+        run = _run(tmp_path, folder, "iterretgen", [1, 0])
+        (run / "summary.json").write_text(json.dumps({"summary": {"n": 2}, "command": "treeqa evaluate",
+                                                      "spec": {"program": "iterretgen"}, "versions": {}}))
+    entries = [script._entry(tmp_path / folder) for folder in ("iterretgen", "iterretgen-no-retry")]
+    assert [e["run"] for e in entries] == ["iterretgen", "iterretgen-no-retry"]
+    assert [script._label(e) for e in entries] == ["iterretgen", "iterretgen `iterretgen-no-retry`"]
+
+
 def test_answer_hits_reads_the_passages_a_tree_kept_and_skips_a_beam_that_retrieved_none():
     spec = importlib.util.spec_from_file_location("answer_hits", PROJECT_ROOT / "benchmarks" / "answer_hits.py")
     script = importlib.util.module_from_spec(spec)
