@@ -34,6 +34,14 @@ for program in "${ALL[@]}"; do
         pairs+=(--pair "$program:rta" --pair "tor-path-judge:$program")
     fi
 done
+# the run before ITER-RETGEN's answer-only retry, and direct for Self-Ask (ALLIES' Table 1 pairs them)
+for extra in iterretgen-no-retry:iterretgen direct:selfask; do
+    run=${extra%%:*} program=${extra#*:}
+    if [ -f "$OUT/$run/summary.json" ] && [ -f "$OUT/$program/summary.json" ]; then
+        runs+=("$OUT/$run")
+        pairs+=(--pair "$program:$run")
+    fi
+done
 for program in hop react; do
     if [ -f "$OUT/$program-compiled/report.json" ]; then
         runs+=("$OUT/$program-compiled")
