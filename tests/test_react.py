@@ -89,7 +89,7 @@ def test_a_two_hop_search_then_finish():
     assert [p.id for p in pred.retrieved] == nodes[0]["ids"] + nodes[1]["ids"]
     assert pred.tree["stats"] == pred.stats
     assert pred.stats == {"steps": 3, "stop": "finish", "iterations": 3, "searches": 2, "failures": 0,
-                           "distinct_retrieved": 6}
+                           "distinct_retrieved": 6, "args_unwrapped": 0}
     assert pred.trajectory["tool_args_1"] == {"query": "Steven Spielberg birthplace"}
 
 
@@ -103,6 +103,24 @@ def test_the_search_stops_at_max_iters_and_answers_from_what_it_found():
     assert retriever.asked == ["query 0", "query 1"]
     assert [n["action"] for n in pred.tree["nodes"]] == ["search", "search", "accept"]
     assert pred.stats["stop"] == "max_iters" and pred.answer == "Cincinnati"
+
+
+def test_a_query_written_inside_the_arguments_schema_is_taken_out_and_searched():
+    """The embedded model answered every step of the first reference questions with the search
+    argument's schema around its query; the tool refused each and ReAct never searched."""
+    retriever = FakeRetriever()
+    echo = {"next_thought": "Find who directed Jaws.", "next_tool_name": "search",
+            "next_tool_args": '{"query": {"type": "string", "description": "Jaws director"}}'}
+    other = {**echo, "next_tool_args": '{"query": {"value": "Spielberg birthplace", "type": "string"}}'}
+    odd = {**echo, "next_tool_args": '{"query": {"type": "string", "text": "Spielberg"}}'}  # not the schema's shape
+    respond, seen = agent([echo, other, odd])
+    pred, engine = run(ReActSearch(retriever), respond)
+    assert retriever.asked == ["Jaws director", "Spielberg birthplace"]
+    assert seen[1]["observation_0"].startswith("[1] Jaws director title 0:")
+    assert pred.trajectory["tool_args_0"] == {"query": "Jaws director"}
+    assert [n["action"] for n in pred.tree["nodes"]] == ["search", "search", "reject", "accept"]
+    assert [f["error"] for f in pred.failures] == ["BadToolArguments"]
+    assert pred.stats["args_unwrapped"] == 2
 
 
 def test_finish_at_once_searches_nothing():

@@ -78,9 +78,37 @@ class AgentStep(dspy.Predict):
             raise StepFailed(f"{where}: {type(exc).__name__}") from exc
         if run is not None:
             args = pred.next_tool_args if isinstance(pred.next_tool_args, dict) else {}
-            run.steps.append({"thought": str(pred.next_thought or "").strip(), "tool": pred.next_tool_name,
-                              "args": args, "search": None})
+            unwrapped = unwrap_schema_echo(args)
+            step = {"thought": str(pred.next_thought or "").strip(), "tool": pred.next_tool_name,
+                    "args": unwrapped, "search": None}
+            if unwrapped != args:
+                pred.next_tool_args = unwrapped  # what dspy.ReAct calls the tool with
+                step["args_as_written"] = args
+            run.steps.append(step)
         return pred
+
+
+SCHEMA_KEYS = {"type", "description", "value", "title"}
+
+
+def unwrap_schema_echo(args: dict) -> dict:
+    """The arguments with each value the model wrapped in the argument's schema taken out of it.
+
+    The agent's prompt shows each tool argument as its JSON schema (`{"query": {"type":
+    "string", "description": ...}}`), and the embedded 1.5B model answers in that shape, with
+    its query as the "description" (or a "value"): on the first two reference questions every
+    one of its 8 searches came back as `{"query": {"type": "string", "description": "lev yilmaz
+    animation, ..."}}`, which the tool refuses, so ReAct never searched. Such a value is taken
+    out (the step keeps what was written, `args_as_written`); any other shape is left for the
+    tool to refuse."""
+    out = {}
+    for name, value in args.items():
+        if isinstance(value, dict) and set(value) <= SCHEMA_KEYS:
+            inner = value.get("value", value.get("description"))
+            if isinstance(inner, str) and inner.strip():
+                value = inner
+        out[name] = value
+    return out
 
 
 def search(query: str) -> str:
@@ -141,6 +169,10 @@ class ReActSearch(Retrieving):
         another method, so that the baseline is ReAct alone.
       - A failed step (an unparseable reply, a timeout) ends the search and the agent answers
         from what it has (`AgentStep`); a failed search is shown to the agent as its observation.
+      - A tool argument the model wrapped in the schema the prompt shows it (`{"query": {"type":
+        "string", "description": "<the query>"}}`, what the embedded model writes) is taken out
+        of it before the tool is called (`unwrap_schema_echo`; the tree's `args_unwrapped`
+        counts the steps).
       - A failed answer call (most often its reasoning running past its token budget, cut off
         before the answer, as ITER-RETGEN's did on 21 of the reference 100) is recorded and
         answered again without reasoning from the passages the searches found (`answer_only`,
@@ -217,7 +249,8 @@ class ReActSearch(Retrieving):
         retrieved = trace.distinct_retrieved()
         tree = trace.tree(stop=self._stop(run, finished), iterations=len(run.steps),
                           searches=sum(n["action"] == "search" for n in trace.nodes),
-                          failures=len(run.failures), distinct_retrieved=len(retrieved))
+                          failures=len(run.failures), distinct_retrieved=len(retrieved),
+                          args_unwrapped=sum("args_as_written" in step for step in run.steps))
         return dspy.Prediction(answer=answer, failures=run.failures, retrieved=retrieved, tree=tree,
                                stats=tree["stats"], trajectory=pred.trajectory if pred is not None else {})
 
