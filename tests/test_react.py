@@ -40,7 +40,6 @@ def agent(steps: list, answer="Cincinnati", reasoning: str = "The passages say s
         assert kind == "reasoning", kind
         if isinstance(answer, Raw):
             return answer
-        seen.append(inputs)
         return answer if isinstance(answer, BaseException) else {"reasoning": reasoning, "answer": answer}
 
     return respond, seen
