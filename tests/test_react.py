@@ -88,7 +88,7 @@ def test_a_two_hop_search_then_finish():
     assert [p.id for p in pred.retrieved] == nodes[0]["ids"] + nodes[1]["ids"]
     assert pred.tree["stats"] == pred.stats
     assert pred.stats == {"steps": 3, "stop": "finish", "iterations": 3, "searches": 2, "failures": 0,
-                           "distinct_retrieved": 6, "args_unwrapped": 0}
+                           "distinct_retrieved": 6, "args_unwrapped": 0, "repeats": 0}
     assert pred.trajectory["tool_args_1"] == {"query": "Steven Spielberg birthplace"}
 
 
@@ -102,6 +102,51 @@ def test_the_search_stops_at_max_iters_and_answers_from_what_it_found():
     assert retriever.asked == ["query 0", "query 1"]
     assert [n["action"] for n in pred.tree["nodes"]] == ["search", "search", "accept"]
     assert pred.stats["stop"] == "max_iters" and pred.answer == "Cincinnati"
+
+
+def test_a_repeated_query_is_not_searched_again_and_the_agent_is_asked_for_a_new_one():
+    """Without the guard the embedded model copied its first query into every later step."""
+    retriever = FakeRetriever()
+    respond, seen = agent([act("search", "Jaws director", "Find who directed Jaws."),
+                           act("search", "jaws  Director!", "Search again."),
+                           act("search", "Steven Spielberg birthplace"), act("finish")])
+    pred, engine = run(ReActSearch(retriever), respond)
+    assert engine.kinds() == ["next_thought"] * 4 + ["reasoning"]
+    assert retriever.asked == ["Jaws director", "Steven Spielberg birthplace"]  # case and punctuation aside
+    assert seen[2]["observation_1"].startswith("You made this search before: its passages are in observation_0")
+    nodes = pred.tree["nodes"]
+    assert [n["action"] for n in nodes] == ["search", "reject", "search", "accept"]
+    assert nodes[1]["retrieved_by"] == "jaws Director!" and nodes[1]["ids"] == []
+    assert nodes[1]["analysis"].startswith("Search again. [searched at step 1: not searched again")
+    assert pred.failures == [] and pred.stats["stop"] == "finish"
+    assert (pred.stats["searches"], pred.stats["repeats"]) == (2, 1)
+
+
+def test_a_second_repeated_query_ends_the_search():
+    retriever = FakeRetriever()
+    respond, seen = agent([act("search", "Jaws director"), act("search", "Jaws director"),
+                           act("search", "Spielberg birthplace"), act("search", "Spielberg birthplace"),
+                           act("search", "never asked")])
+    pred, engine = run(ReActSearch(retriever, max_iters=6), respond)
+    # the fourth step repeats after the request for a new query: dspy.ReAct is told to finish there
+    assert engine.kinds() == ["next_thought"] * 4 + ["reasoning"]
+    assert retriever.asked == ["Jaws director", "Spielberg birthplace"]
+    assert pred.trajectory["tool_name_3"] == "finish" and pred.trajectory["tool_args_3"] == {}
+    assert "observation_3" in seen[-1]  # the extract reads the whole trajectory
+    nodes = pred.tree["nodes"]
+    assert [n["action"] for n in nodes] == ["search", "reject", "search", "reject", "accept"]
+    assert nodes[3]["retrieved_by"] == "Spielberg birthplace"
+    assert nodes[3]["analysis"].endswith("a new one asked for: the search ended here]")
+    assert pred.stats["stop"] == "repeated_query" and pred.stats["repeats"] == 2
+    assert pred.failures == [] and pred.answer == "Cincinnati"
+
+
+def test_a_query_whose_search_failed_may_be_searched_again():
+    retriever = FailingRetriever(broken={"Jaws director"})
+    respond, seen = agent([act("search", "Jaws director"), act("search", "Jaws director")])
+    pred, _ = run(ReActSearch(retriever), respond)
+    assert retriever.asked == ["Jaws director", "Jaws director"]
+    assert seen[2]["observation_1"].startswith("The search failed") and pred.stats["repeats"] == 0
 
 
 def test_a_query_written_inside_the_arguments_schema_is_taken_out_and_searched():

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,7 @@ from treeqa.signatures.formatting import format_passages
 from treeqa.signatures.react import SearchThenAnswer
 
 FINISH = "finish"  # the tool dspy.ReAct adds to end the search
+REPEATS_ANSWERED = 1  # repeated queries answered with a request for a new one; the next ends the search
 
 
 @dataclass
@@ -39,6 +41,8 @@ class _Run:
     # one entry per agent step that was answered ({"thought", "tool", "args", "search"}) or failed
     # ({"failure"}); "search" is filled by the tool: {"query", "passages", "failure"}
     steps: list[dict[str, Any]] = field(default_factory=list)
+    searched: dict[str, int] = field(default_factory=dict)  # query_key -> the step that first searched it
+    repeats: int = 0  # searches not made because their query had been searched before
     bug: BaseException | None = None  # an error in treeqa's own code inside the tool (re-raised)
 
 
@@ -85,6 +89,13 @@ class AgentStep(dspy.Predict):
                 pred.next_tool_args = unwrapped  # what dspy.ReAct calls the tool with
                 step["args_as_written"] = args
             run.steps.append(step)
+            if step["tool"] == search.__name__ and run.repeats >= REPEATS_ANSWERED \
+                    and query_key(unwrapped.get("query")) in run.searched:
+                # the agent was asked for a new query and repeated one again: end the search here
+                # (dspy.ReAct stops on `finish` and goes on to the answer)
+                pred.next_tool_name, pred.next_tool_args = FINISH, {}
+                run.repeats += 1
+                step["ended"] = "repeated_query"
         return pred
 
 
@@ -111,6 +122,20 @@ def unwrap_schema_echo(args: dict) -> dict:
     return out
 
 
+def query_key(query: Any) -> str:
+    """What makes two queries the same search: their words, lowercased (the embedded model copies
+    its last query, at most changing case or spacing)."""
+    return " ".join(re.findall(r"\w+", str(query or "").lower()))
+
+
+def repeat_observation(step: int) -> str:
+    """What the agent is shown instead of a search it already made (`step` counts from 1; the
+    trajectory's fields count from 0)."""
+    return (f"You made this search before: its passages are in observation_{step - 1}, and the same query "
+            "finds the same passages. Search for what is still missing, such as a name those passages gave "
+            "and the fact the question asks about it, or finish if you can answer.")
+
+
 def search(query: str) -> str:
     """Search the document collection; returns the best-matching passages as "[n] Title: text"."""
     run = _RUN.get()
@@ -133,6 +158,11 @@ def _search(run: _Run, query: str) -> str:
         found["failure"] = {"where": where, "error": "EmptyQuery", "message": "the agent searched with an empty query"}
         run.failures.append(found["failure"])
         return "The query was empty: search with a few words, such as a name and the fact you need."
+    key = query_key(found["query"])
+    if key in run.searched:  # the same passages again: ask for a new query instead (see REPEATS_ANSWERED)
+        found["repeat_of"] = run.searched[key]
+        run.repeats += 1
+        return repeat_observation(found["repeat_of"])
     try:
         passages = list(run.retriever.search(found["query"], run.k))
     except Exception as exc:  # noqa: BLE001 - a failed search is the agent's observation, not the question's end
@@ -142,6 +172,7 @@ def _search(run: _Run, query: str) -> str:
         found["failure"] = run.failures[-1]
         return f"The search failed ({type(exc).__name__}). Try another query, or finish with what you have."
     found["passages"] = passages
+    run.searched[key] = len(run.steps)  # a failed search may be tried again
     if not passages:
         return "No passages found."
     return "\n\n".join(f"[{i}] {text}" for i, text in enumerate(format_passages(passages, run.passage_chars), 1))
@@ -173,6 +204,12 @@ class ReActSearch(Retrieving):
         "string", "description": "<the query>"}}`, what the embedded model writes) is taken out
         of it before the tool is called (`unwrap_schema_echo`; the tree's `args_unwrapped`
         counts the steps).
+      - A search whose query (its words, lowercased) was searched before is not made again: the
+        agent is shown a request for a new query instead, and a second repeat ends the search
+        (stop `repeated_query`; the tree's `repeats` counts them). Without it the embedded model
+        copied its first query into every later step (7 of the first 7 reference questions,
+        `benchmarks/runs/hotpotqa-dev100/react-no-repeat-guard`), as Self-Ask, IRCoT and
+        ITER-RETGEN here stop on a repeated query; the paper's agent had no such guard.
       - A failed answer call (most often its reasoning running past its token budget, cut off
         before the answer, as ITER-RETGEN's did on 21 of the reference 100) is recorded and
         answered again without reasoning from the passages the searches found (`answer_only`,
@@ -250,7 +287,8 @@ class ReActSearch(Retrieving):
         tree = trace.tree(stop=self._stop(run, finished), iterations=len(run.steps),
                           searches=sum(n["action"] == "search" for n in trace.nodes),
                           failures=len(run.failures), distinct_retrieved=len(retrieved),
-                          args_unwrapped=sum("args_as_written" in step for step in run.steps))
+                          args_unwrapped=sum("args_as_written" in step for step in run.steps),
+                          repeats=run.repeats)
         return dspy.Prediction(answer=answer, failures=run.failures, retrieved=retrieved, tree=tree,
                                stats=tree["stats"], trajectory=pred.trajectory if pred is not None else {})
 
@@ -262,6 +300,10 @@ class ReActSearch(Retrieving):
                 trace.step("reject", note="the step's call failed", failures=[step["failure"]])
             elif step["tool"] == FINISH:
                 finished = True
+            elif step.get("ended"):  # a query repeated after the agent was asked for a new one
+                trace.step("reject", query=" ".join(str(step["args"].get("query", "")).split()),
+                           note=f"{step['thought']} [the query was searched before and a new one asked for: "
+                                "the search ended here]")
             elif step["search"] is None:  # the tool refused the arguments before searching
                 failure = {"where": f"search@step{n}", "error": "BadToolArguments",
                            "message": f"search was called with {step['args']!r}"[:500]}
@@ -269,12 +311,19 @@ class ReActSearch(Retrieving):
                 trace.step("reject", note=step["thought"], failures=[failure])
             else:
                 found = step["search"]
+                if "repeat_of" in found:
+                    trace.step("reject", query=found["query"],
+                               note=f"{step['thought']} [searched at step {found['repeat_of']}: not searched "
+                                    "again, a new query asked for]")
+                    continue
                 failed = [found["failure"]] if found["failure"] else []
                 trace.step("reject" if failed else "search", query=found["query"], passages=found["passages"],
                            note=step["thought"], failures=failed)
         return trace, finished
 
     def _stop(self, run: _Run, finished: bool) -> str:
+        if run.steps and run.steps[-1].get("ended"):
+            return "repeated_query"
         if finished:
             return "finish"
         if run.steps and "failure" in run.steps[-1]:
