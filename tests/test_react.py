@@ -141,6 +141,23 @@ def test_a_second_repeated_query_ends_the_search():
     assert pred.failures == [] and pred.answer == "Cincinnati"
 
 
+def test_the_arguments_own_description_is_not_a_query():
+    """The embedded model copied the schema whole on 2 of the first 12 reference questions and
+    searched with the description, which found unrelated passages."""
+    from treeqa.programs.react import SEARCH_TOOL_ARGS
+
+    retriever = FakeRetriever()
+    copied = {"next_thought": "Search.", "next_tool_name": "search",
+              "next_tool_args": json.dumps({"query": {"type": "string", "description": SEARCH_TOOL_ARGS["query"]}})}
+    filled = act("search", "a few words to search for, such as Jaws director")  # a real query, searched
+    respond, seen = agent([copied, filled])
+    pred, _ = run(ReActSearch(retriever), respond)
+    assert retriever.asked == ["a few words to search for, such as Jaws director"]
+    assert seen[1]["observation_0"].startswith("That is the description of the query argument, not a query.")
+    assert [(f["where"], f["error"]) for f in pred.failures] == [("search@step1", "DescriptionAsQuery")]
+    assert [n["action"] for n in pred.tree["nodes"]] == ["reject", "search", "accept"]
+
+
 def test_a_query_whose_search_failed_may_be_searched_again():
     retriever = FailingRetriever(broken={"Jaws director"})
     respond, seen = agent([act("search", "Jaws director"), act("search", "Jaws director")])

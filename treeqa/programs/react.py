@@ -111,7 +111,10 @@ def unwrap_schema_echo(args: dict) -> dict:
     one of its 8 searches came back as `{"query": {"type": "string", "description": "lev yilmaz
     animation, ..."}}`, which the tool refuses, so ReAct never searched. Such a value is taken
     out (the step keeps what was written, `args_as_written`); any other shape is left for the
-    tool to refuse."""
+    tool to refuse. A model that copies the schema without filling it in leaves the argument's own
+    description as the query; the search refuses that (`DescriptionAsQuery`): on 2 of the first
+    12 reference questions the agent searched with the description itself, and found nothing
+    related to the question (one answered "Roald Dahl" from it)."""
     out = {}
     for name, value in args.items():
         if isinstance(value, dict) and set(value) <= SCHEMA_KEYS:
@@ -159,6 +162,12 @@ def _search(run: _Run, query: str) -> str:
         run.failures.append(found["failure"])
         return "The query was empty: search with a few words, such as a name and the fact you need."
     key = query_key(found["query"])
+    if key == query_key(SEARCH_TOOL_ARGS["query"]):  # the schema copied whole: the description, no query
+        found["failure"] = {"where": where, "error": "DescriptionAsQuery",
+                            "message": "the agent searched with the argument's description instead of a query"}
+        run.failures.append(found["failure"])
+        return ("That is the description of the query argument, not a query. Write the words to search for "
+                "instead: the name in the question and the fact about it that you need.")
     if key in run.searched:  # the same passages again: ask for a new query instead (see REPEATS_ANSWERED)
         found["repeat_of"] = run.searched[key]
         run.repeats += 1
