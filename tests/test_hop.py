@@ -51,6 +51,17 @@ def test_defaults_bound_and_bad_settings():
         program(question="")
 
 
+def test_the_trace_keeps_each_calls_notes_as_they_were_when_it_was_made():
+    """DSPy's trace becomes the bootstrapped demos; the notes list grew after each call, and the
+    compiled query demos showed the final notes as the first hop's input."""
+    lm, _ = scripted_lm(script(["Jaws director", "Spielberg birthplace"], [[N1], [N2]]))
+    with dspy.context(lm=lm, trace=[]):
+        Hop(FakeRetriever())(question=Q)
+        trace = list(dspy.settings.trace)
+    notes = [call_inputs["notes"] for _, call_inputs, _ in trace if "notes" in call_inputs]
+    assert notes == [[], [], [N1], [N1]]  # query@1, notes@1, query@2, notes@2
+
+
 def test_two_hops_query_search_and_note_then_the_reader_reads_the_notes():
     retriever = FakeRetriever()
     pred, engine = run(Hop(retriever), script(["Jaws director", '"Steven Spielberg birthplace"'], [[N1], [N2]]))

@@ -153,7 +153,14 @@ def safe_call(predictor: Callable[..., dspy.Prediction], failures: list[dict], w
               **inputs) -> dspy.Prediction | None:
     """Run `predictor(**inputs)`; on an LM-side error (parse failure, timeout, server error)
     record it in `failures` under `where` and return None, so the caller can drop or
-    down-score that branch. A bug in treeqa's own code (`is_our_bug`) propagates."""
+    down-score that branch. A bug in treeqa's own code (`is_our_bug`) propagates.
+
+    Each list or dict input is passed as a copy: DSPy's trace keeps the very objects a call was
+    given, and those traces become the demos a teleprompter bootstraps. Hop appended each hop's
+    notes to the list it had passed, so its compiled query demos showed the question's final
+    notes as the input and one of them as the query, teaching the model to copy a note."""
+    inputs = {name: list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+              for name, value in inputs.items()}
     try:
         return predictor(**inputs)
     except Exception as exc:  # noqa: BLE001 - every LM-side failure is recorded, none propagates
