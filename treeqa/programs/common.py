@@ -158,7 +158,7 @@ def safe_call(predictor: Callable[..., dspy.Prediction], failures: list[dict], w
     Each list or dict input is passed as a copy: DSPy's trace keeps the very objects a call was
     given, and those traces become the demos a teleprompter bootstraps. Hop appended each hop's
     notes to the list it had passed, so its compiled query demos showed the question's final
-    notes as the input and one of them as the query, teaching the model to copy a note."""
+    notes as the first hop's input, not the notes that call had seen."""
     inputs = {name: list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
               for name, value in inputs.items()}
     try:
