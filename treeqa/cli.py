@@ -253,6 +253,40 @@ def evaluate_cmd(
     typer.echo(f"written to {result['out']}")
 
 
+@app.command("replay")
+def replay_cmd(
+    records: Annotated[str, typer.Argument(help="A ToR run's folder (its predictions.jsonl holds the trees).")],
+    compiled: Annotated[str, typer.Option(help="The compiled ToR to answer with: the recorded run's search, "
+                                               "another reading (read_top, the reader's demos).")],
+    source_compiled: Annotated[str | None, typer.Option(help="The compiled file the recorded run searched "
+                                                             "with (default: the one its folder names).")] = None,
+    param: Annotated[list[str], typer.Option(help="A reading setting key=value in place of the compiled one "
+                                                  "(read_top, max_context_chars, max_paragraph_chars).")] = [],
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
+    out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
+) -> None:
+    """Answer again from a ToR run's recorded searches: one reader call a question, for a
+    compile that changes only the reading. A program whose search differs is refused; questions
+    the run has not reached yet are left for a rerun, which resumes."""
+    from treeqa.replay import replay_run
+
+    try:
+        result, replayed, sample = replay_run(Path(records), compiled, source_compiled, lm, api_base, out, cache,
+                                              overrides=parse_params(param))
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    from treeqa.runs import data_line
+
+    typer.echo(data_line(result["data"]))
+    typer.echo(result["table"])
+    if replayed < sample:
+        typer.echo(f"replayed {replayed} of the {sample} questions: the recorded run has no search for the rest "
+                   "yet; run this again when it has")
+    typer.echo(f"written to {result['out']}")
+
+
 @app.command("compare")
 def compare_cmd(
     programs: Annotated[str, typer.Option(help="Comma-separated programs, run one after another.")] = (

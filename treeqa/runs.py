@@ -8,7 +8,7 @@ import json
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
@@ -222,18 +222,22 @@ def folder_lock(out_dir: Path) -> Iterator[None]:
 
 def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
                    retry_failed: bool = False, max_errors: int | None = 10,
-                   question_budget: float | None = None) -> dict[str, Any]:
+                   question_budget: float | None = None,
+                   only: Callable[[list], list] | None = None) -> dict[str, Any]:
     """Evaluate `spec` (or a given, e.g. compiled, `program`), resuming from the folder's predictions.
 
     A folder holds one spec: resuming it with another is refused. `retry_failed` runs again
     the questions whose records hold a failed LM call or an error; `max_errors` stops the
-    run after that many questions in a row whose LM calls all failed.
+    run after that many questions in a row whose LM calls all failed. `only` keeps part of the
+    spec's sample (a replay: the questions a recorded run has reached so far).
     """
     if max_errors is not None and max_errors < 0:
         raise ValueError(f"--max-errors must be 0 (never stop) or more, got {max_errors}")
     if question_budget is not None and not question_budget > 0:
         raise ValueError(f"--question-budget must be a positive number of seconds, got {question_budget}")
     examples = select_examples(spec.dataset, spec.split, spec.n, spec.seed, spec.skip, option="--n")
+    if only is not None:
+        examples = only(examples)
     out_dir = Path(out) if out else spec.default_out()
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file, not a folder")

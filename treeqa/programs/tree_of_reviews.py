@@ -143,12 +143,22 @@ class TreeOfReviews(ReviewProgram):
         self.max_evidence = max_evidence
 
     def forward(self, question: str) -> dspy.Prediction:
+        return self.answer_from(self.search_tree(question))
+
+    def search_tree(self, question: str) -> ReviewRun:
+        """Grow the tree: every LM call but the reader's."""
         run = ReviewRun(check_question(question, type(self).__name__))
         run.done_with(run.add_node(action="search", query=run.question, expanded=True))
-        root_children = self._expand(run, parent=0, path=[], query=run.question, depth=1)
+        self._expand(run, parent=0, path=[], query=run.question, depth=1)
+        return run
+
+    def answer_from(self, run: ReviewRun) -> dspy.Prediction:
+        """Read what the search found (the reader's one call), from a live search or a recorded
+        one (`treeqa.replay`)."""
         by_id: dict[str, Passage] = {}
         for p in run.retrieved:
             by_id.setdefault(p.id, p)
+        root_children = [by_id[n.id] for n in run.nodes if n.parent == 0 and n.id in by_id]
         if self.read_top:  # the reader sees the best of everything the search found, not only what it accepted
             top = [Evidence((p,)) for p in search_ranking(run)[:self.read_top]]
             answer, source = self._answer(run, top, extra=top)

@@ -1,0 +1,215 @@
+"""Answer again from recorded searches: a compiled ToR that differs from a finished run's only in
+its reader reads that run's trees instead of growing them again.
+
+A ToR answer is a search (every LM call but one) and a reading of what it found (the reader's
+one call). Compiles that change only the reading (`read_top`, the reader's demos and
+instructions: `path-judge+reader`) leave the search as it was, call for call: greedy decoding,
+the same judge, the same review and query predictors. On two cores a MuSiQue search with the
+path judge costs 45-257 s and the reading about 10, so measuring a new reading on 100 questions
+takes an hour's replay of reads instead of five hours of searches. The run's records hold each
+tree (nodes, verdicts, analyses, paragraph ids); `rebuild_run` turns one back into the
+`ReviewRun` the program's own `answer_from` reads, with the paragraphs taken from the corpus by
+id. `check_same_search` refuses a program whose search could differ from the recorded one's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from treeqa.data.passage import Passage
+from treeqa.programs.review_run import ReviewNode, ReviewRun
+
+# settings only the reading uses: a replay may change them; every other setting shapes the search
+READER_SETTINGS = frozenset({"read_top", "max_context_chars", "max_paragraph_chars"})
+TREE_READER = "fuse"  # TreeOfReviews.reader, named here so reading records needs no DSPy program
+
+
+class ReplayError(ValueError):
+    """A recorded run that cannot be replayed with this program (or at all)."""
+
+
+def rebuild_run(tree: dict[str, Any], passages: Mapping[str, Passage]) -> ReviewRun:
+    """The `ReviewRun` a ToR search left, from its recorded tree (`prediction.tree`).
+
+    What the reading uses is rebuilt in the order the search made it: the nodes; the paragraphs
+    retrieved, each expansion's children in the order the depth-first visit made the
+    expansions; the ids judged relevant, in visit order; the evidence pool, one piece per
+    accepted node (its path from the first level down, with its analysis).
+    """
+    run = ReviewRun(tree["question"])
+    names = {f.name for f in dataclasses.fields(ReviewNode)}
+    run.nodes = [ReviewNode(**{k: v for k, v in values.items() if k in names}) for values in tree["nodes"]]
+    if not run.nodes or run.nodes[0].node != 0 or any(n.node != i for i, n in enumerate(run.nodes)):
+        raise ReplayError("the recorded tree's nodes are not numbered 0, 1, 2, ... from the root")
+    children: dict[int, list[ReviewNode]] = defaultdict(list)
+    for node in run.nodes[1:]:
+        children[node.parent].append(node)
+
+    def paragraph(node: ReviewNode) -> Passage:
+        if node.id not in passages:
+            raise ReplayError(f"paragraph {node.id} ({node.title!r}) of the recorded tree is not in the corpus")
+        return passages[node.id]
+
+    for node in run.nodes:
+        if node.expanded:
+            run.retrieved.extend(paragraph(child) for child in children[node.node])
+        if node.id is not None and node.relevant:
+            run.relevant_ids.setdefault(node.id)
+        if node.action == "accept":
+            path, at = [], node
+            while at.parent is not None:
+                path.append(paragraph(at))
+                at = run.nodes[at.parent]
+            run.add_evidence(path[::-1], node.analysis, node.node)
+    run.stats.update({k: v for k, v in tree.get("stats", {}).items() if k in run.stats})
+    return run
+
+
+def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> None:
+    """Refuse a (recipe, state) `target` whose searches could differ from `source`'s: another
+    program, dataset, corpus or retriever, another setting outside READER_SETTINGS, or other
+    demos or instructions on any predictor but the reader."""
+    from treeqa.compiled import recipe_settings
+    from treeqa.programs.tree_of_reviews import TreeOfReviews
+
+    (src_recipe, src_state), (recipe, state) = source, target
+    problems = []
+    for key in ("program", "dataset", "retriever", "corpus"):
+        if src_recipe.get(key) != recipe.get(key):
+            problems.append(f"{key}: {src_recipe.get(key)!r} there, {recipe.get(key)!r} here")
+    if recipe.get("program") != "tor":
+        problems.append(f"only ToR searches are replayed, not {recipe.get('program')!r}")
+    src_settings, settings = recipe_settings(src_recipe)[0], recipe_settings(recipe)[0]
+    for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS):
+        if src_settings.get(key) != settings.get(key):
+            problems.append(f"setting {key} differs")
+    if src_settings.get("max_evidence") is not None:  # the search stopped early: its last children have no nodes
+        problems.append("the recorded run set max_evidence, so its trees do not hold every paragraph it retrieved")
+    for name in sorted((set(src_state) | set(state)) - {TreeOfReviews.reader}):
+        mine, theirs = state.get(name), src_state.get(name)
+        if isinstance(mine, dict) or isinstance(theirs, dict):
+            for part in ("demos", "signature"):
+                if (mine or {}).get(part) != (theirs or {}).get(part):
+                    problems.append(f"predictor {name}: its {part} differ")
+    if problems:
+        raise ReplayError("this program's search is not the recorded run's, so its trees cannot be "
+                          "replayed:\n  " + "\n  ".join(problems))
+
+
+def recorded_trees(records: list[dict]) -> dict[str, dict]:
+    """question -> (tree, the search's cost) of a run's records; failed records are left out
+    (their questions are not replayed until the run has them)."""
+    trees = {}
+    for record in records:
+        tree = record.get("tree")
+        if not tree or record.get("error") or not tree.get("nodes"):
+            continue
+        fuse_calls = (record.get("lm_calls_by_predictor") or {}).get(TREE_READER, 0)
+        fuse_seconds = (record.get("lm_seconds_by_predictor") or {}).get(TREE_READER, 0.0)
+        trees[record["question"]] = {"tree": tree, "run": record.get("run"),
+                                     "search_lm_calls": record.get("lm_calls", 0) - fuse_calls,
+                                     "search_seconds": round(record.get("seconds", 0.0) - fuse_seconds, 3)}
+    return trees
+
+
+def corpus_passages(store, ids: set[str]) -> dict[str, Passage]:
+    """The paragraphs of `ids` from a retriever's passages (one pass over the corpus)."""
+    found = {}
+    for p in store:
+        if p.id in ids:
+            found[p.id] = p
+            if len(found) == len(ids):
+                break
+    return found
+
+
+class ReplayedSearch(dspy.Module):
+    """A ToR that reads a recorded run's trees instead of searching: calling it makes one LM
+    call, the program's reader on the rebuilt search. A question without a recorded tree is an
+    error for that question."""
+
+    def __init__(self, program: dspy.Module, trees: Mapping[str, dict], passages: Mapping[str, Passage]):
+        super().__init__()
+        self.program = program
+        self._trees = dict(trees)
+        self._passages = dict(passages)
+
+    def recorded(self, examples: list) -> list:
+        """The examples whose searches were recorded, in order."""
+        return [ex for ex in examples if ex.question in self._trees]
+
+    def forward(self, question: str) -> dspy.Prediction:
+        found = self._trees.get(question)
+        if found is None:
+            raise ReplayError("the recorded run has no search for this question")
+        prediction = self.program.answer_from(rebuild_run(found["tree"], self._passages))
+        prediction.tree["replayed"] = {k: found[k] for k in ("run", "search_lm_calls", "search_seconds")}
+        return prediction
+
+
+def source_compiled(records_dir: Path, spec_params: dict) -> Path:
+    """The compiled file a recorded run searched with: an optimize run's (`compiled.json` beside
+    its `compiled/` records), else the one an `evaluate --compiled` run names."""
+    if records_dir.name == "compiled" and (records_dir.parent / "compiled.json").is_file():
+        return records_dir.parent / "compiled.json"
+    named = spec_params.get("_compiled")
+    if named and Path(named).is_file():
+        return Path(named)
+    raise ReplayError(f"cannot tell which compiled program {records_dir} searched with"
+                      + (f" ({named} is not here)" if named else "") + ": name it with --source-compiled")
+
+
+def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | None = None, lm: str = "local",
+               api_base: str | None = None, out: str | Path | None = None,
+               cache: bool = True, overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], int, int]:
+    """Evaluate `compiled` (with `overrides` of its reading settings) on the sample of the ToR run
+    in `records_dir`, reading its recorded searches: (the evaluation's result, questions
+    replayed, questions in the sample). The run's folder is only read; the replay's records go
+    to `out` and a rerun resumes them."""
+    from treeqa.compiled import load_program, read_recipe, recipe_settings
+    from treeqa.evaluation import read_records
+    from treeqa.runs import EvalSpec, run_evaluation
+
+    spec_file = records_dir / "spec.json"
+    if not spec_file.is_file():
+        raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
+    recorded = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+    source = Path(source) if source else source_compiled(records_dir, recorded.params)
+    overrides = dict(overrides or {})
+    if set(overrides) - READER_SETTINGS:
+        raise ReplayError(f"a replay changes only the reading ({', '.join(sorted(READER_SETTINGS))}), "
+                          f"not {', '.join(sorted(set(overrides) - READER_SETTINGS))}")
+    recipe, state = read_recipe(compiled)
+    settings = {**recipe_settings(recipe)[0], **overrides}
+    target = ({**recipe, "settings": settings}, state)
+    check_same_search(read_recipe(source), target)
+    trees = recorded_trees(read_records(records_dir / "predictions.jsonl"))
+    if not trees:
+        raise ReplayError(f"{records_dir / 'predictions.jsonl'} holds no recorded search to replay")
+    program = load_program(compiled, expect="tor", overrides=overrides)
+    ids = {n["id"] for found in trees.values() for n in found["tree"]["nodes"] if n.get("id")}
+    passages = corpus_passages(program.retriever.passages, ids)
+    if len(passages) < len(ids):
+        raise ReplayError(f"{len(ids) - len(passages)} paragraphs of the recorded trees are not in the "
+                          f"{recorded.dataset} corpus this program searches: not the run's corpus")
+    replayer = ReplayedSearch(program, trees, passages)
+    params = {**settings, "_compiled": str(Path(compiled).resolve()),
+              "_replay_of": recorded.key()}
+    spec = EvalSpec(program="tor", dataset=recorded.dataset, split=recorded.split, n=recorded.n, seed=recorded.seed,
+                    skip=recorded.skip, lm=lm, api_base=api_base, retriever=recorded.retriever,
+                    corpus=recorded.corpus, params=params, cache=cache)
+    counted: list[int] = []
+
+    def only(examples: list) -> list:
+        kept = replayer.recorded(examples)
+        counted.append(len(kept))
+        return kept
+
+    result = run_evaluation(spec, out, program=replayer, only=only)
+    return result, counted[0], recorded.n
