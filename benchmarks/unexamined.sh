@@ -8,7 +8,7 @@
 # model, --no-cache, one run at a time; every run appends per-question records, so running
 # this again resumes where it stopped.
 #   DATASET=hotpotqa SKIP=100 N=197 [READ_TOP=3] bash benchmarks/unexamined.sh [step ...]
-#   steps: rta tor tor-path-judge tor-read tor-path-judge-reader record
+#   steps: rta tor tor-path-judge tor-read tor-path-judge-reader record, and the replays below
 #   (default: all but tor-read, in this order; tor-read evaluates the compile choose_reading.sh
 #   made on this set's train for READING (default READ_TOP; e.g. READING=paragraph-3), read from
 #   READ_FROM (default runs/hotpotqa-train40-reading for HotpotQA, the README's read_top=3 row,
@@ -18,6 +18,11 @@
 #   (issue 24, item 2): the judge first (reading the top READ_TOP, as chosen on train), then the
 #   reader compiled on the judged program's recorded reads of the 100 train questions
 #   (BootstrapFewShotWithRandomSearch against EM).
+# The replay steps read another run's recorded trees (`treeqa replay`: the same search, one reader
+# call a question): tor-path-judge-replay is the judge with the paper's reader on the trees of the
+# read_top run (READ_FROM's compile-none against its compile-$READ_TOP); tor-path-judge-read-replay
+# reads the top READ_TOP on tor-path-judge's trees; tor-path-judge-reader-replay is the composed
+# compile (its compiled.json, made by tor-path-judge-reader, stopped once it is written) on them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -50,12 +55,24 @@ for step in "${steps[@]}"; do
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge+reader \
                 --param "read_top=$READ_TOP" --train 100 --skip "$SKIP" --dev "$N" --no-cache \
                 --out "$OUT/tor-path-judge-read-$READ_TOP-reader" ;;
+        tor-path-judge-replay)
+            "$BIN/treeqa" replay "$OUT/tor-path-judge-read-$READ_TOP" --compiled "$READ_FROM/compile-none/compiled.json" \
+                --source-compiled "$READ_FROM/compile-$READ_TOP/compiled.json" --no-cache --out "$OUT/$step" ;;
+        tor-path-judge-read-replay)
+            "$BIN/treeqa" replay "$OUT/tor-path-judge/compiled" --compiled "$OUT/tor-path-judge/compiled.json" \
+                --param "read_top=$READ_TOP" --no-cache --out "$OUT/tor-path-judge-read-$READ_TOP-replay" ;;
+        tor-path-judge-reader-replay)
+            "$BIN/treeqa" replay "$OUT/tor-path-judge/compiled" \
+                --compiled "$OUT/tor-path-judge-read-$READ_TOP-reader/compiled.json" --no-cache \
+                --out "$OUT/tor-path-judge-read-$READ_TOP-reader-replay" ;;
         record)
             runs=()  # a table still being filled: record the finished runs, pair what exists
             reading=$(read_run "$READING") reading_pairs=()
             [ "$reading" = "tor-path-judge-read-$READ_TOP" ] ||
                 reading_pairs=(--pair "$reading:rta" --pair "$reading:tor" --pair "$reading:tor-path-judge-read-$READ_TOP")
-            for run in rta tor tor-path-judge "tor-path-judge-read-$READ_TOP" "$reading" "tor-path-judge-read-$READ_TOP-reader"; do
+            for run in rta tor tor-path-judge tor-path-judge-replay "tor-path-judge-read-$READ_TOP" \
+                    "tor-path-judge-read-$READ_TOP-replay" "$reading" "tor-path-judge-read-$READ_TOP-reader" \
+                    "tor-path-judge-read-$READ_TOP-reader-replay"; do
                 [[ " ${runs[*]} " == *" $OUT/$run "* ]] && continue
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/compiled/summary.json" ] && runs+=("$OUT/$run")
             done
@@ -64,6 +81,12 @@ for step in "${steps[@]}"; do
                 --pair "tor-path-judge-read-$READ_TOP:rta" --pair "tor-path-judge-read-$READ_TOP:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-reader:rta" --pair "tor-path-judge-read-$READ_TOP-reader:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge-read-$READ_TOP" --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge" \
+                --pair tor-path-judge-replay:rta --pair tor-path-judge-replay:tor \
+                --pair "tor-path-judge-replay:tor-path-judge-read-$READ_TOP" \
+                --pair "tor-path-judge-read-$READ_TOP-replay:rta" --pair "tor-path-judge-read-$READ_TOP-replay:tor" \
+                --pair "tor-path-judge-read-$READ_TOP-replay:tor-path-judge" \
+                --pair "tor-path-judge-read-$READ_TOP-reader-replay:rta" --pair "tor-path-judge-read-$READ_TOP-reader-replay:tor" \
+                --pair "tor-path-judge-read-$READ_TOP-reader-replay:tor-path-judge" \
                 "${reading_pairs[@]}" \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR, ToR compiled with --optimizer path-judge (with read_top=3, and with the reader compiled on top) on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;

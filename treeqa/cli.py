@@ -1,4 +1,4 @@
-"""The `treeqa` command line: model, index, programs, evaluate, compare, ask, serve, view, optimize."""
+"""The `treeqa` command line: model, index, programs, evaluate, replay, compare, ask, serve, view, optimize."""
 
 from __future__ import annotations
 
