@@ -13,6 +13,7 @@ from tests.fakes import answering, hashing_embed, review, review_kind, run, scri
 from treeqa.cli import app
 from treeqa.compiled import read_recipe, save_compiled
 from treeqa.judging.path_judge import FEATURES, Logit, PathJudge
+from treeqa.programs import build_program
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.replay import ReplayError, check_same_search, rebuild_run
 
@@ -100,6 +101,10 @@ def test_only_a_program_with_the_recorded_search_may_replay_it(tmp_path):
                             (taught, "predictor review: its demos")]:
         with pytest.raises(ReplayError, match=problem):
             check_same_search(read_recipe(source), read_recipe(target))
+    rta = save_compiled(build_program("rta", tree_retriever()), tmp_path / "rta.json", name="rta",
+                        dataset="hotpotqa", retriever="dense")
+    with pytest.raises(ReplayError, match="does not read apart from its search"):
+        check_same_search(read_recipe(rta), read_recipe(rta))
     recipe, state = read_recipe(source)
     with pytest.raises(ReplayError, match="dataset"):
         check_same_search((recipe, state), ({**recipe, "dataset": "musique"}, copy.deepcopy(state)))

@@ -27,7 +27,6 @@ from treeqa.programs.review_run import ReviewNode, ReviewRun
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
 READER_SETTINGS = frozenset({"read_top", "max_context_chars", "max_paragraph_chars"})
-TREE_READER = "fuse"  # TreeOfReviews.reader, named here so reading records needs no DSPy program
 
 
 class ReplayError(ValueError):
@@ -76,22 +75,24 @@ def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> N
     program, dataset, corpus or retriever, another setting outside READER_SETTINGS, or other
     demos or instructions on any predictor but the reader."""
     from treeqa.compiled import recipe_settings
-    from treeqa.programs.tree_of_reviews import TreeOfReviews
+    from treeqa.programs import PROGRAMS
 
     (src_recipe, src_state), (recipe, state) = source, target
     problems = []
     for key in ("program", "dataset", "retriever", "corpus"):
         if src_recipe.get(key) != recipe.get(key):
             problems.append(f"{key}: {src_recipe.get(key)!r} there, {recipe.get(key)!r} here")
-    if recipe.get("program") != "tor":
-        problems.append(f"only ToR searches are replayed, not {recipe.get('program')!r}")
+    program = PROGRAMS.get(recipe.get("program"))
+    if not hasattr(program, "answer_from"):
+        raise ReplayError(f"{recipe.get('program')!r} does not read apart from its search (no answer_from): "
+                          "only ToR runs are replayed")
     src_settings, settings = recipe_settings(src_recipe)[0], recipe_settings(recipe)[0]
     for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS):
         if src_settings.get(key) != settings.get(key):
             problems.append(f"setting {key} differs")
     if src_settings.get("max_evidence") is not None:  # the search stopped early: its last children have no nodes
         problems.append("the recorded run set max_evidence, so its trees do not hold every paragraph it retrieved")
-    for name in sorted((set(src_state) | set(state)) - {TreeOfReviews.reader}):
+    for name in sorted((set(src_state) | set(state)) - {program.reader}):
         mine, theirs = state.get(name), src_state.get(name)
         if isinstance(mine, dict) or isinstance(theirs, dict):
             for part in ("demos", "signature"):
@@ -102,16 +103,16 @@ def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> N
                           "replayed:\n  " + "\n  ".join(problems))
 
 
-def recorded_trees(records: list[dict]) -> dict[str, dict]:
-    """question -> (tree, the search's cost) of a run's records; failed records are left out
-    (their questions are not replayed until the run has them)."""
+def recorded_trees(records: list[dict], reader: str) -> dict[str, dict]:
+    """question -> (tree, the search's cost: every call but the `reader`'s) of a run's records;
+    failed records are left out (their questions are not replayed until the run has them)."""
     trees = {}
     for record in records:
         tree = record.get("tree")
         if not tree or record.get("error") or not tree.get("nodes"):
             continue
-        fuse_calls = (record.get("lm_calls_by_predictor") or {}).get(TREE_READER, 0)
-        fuse_seconds = (record.get("lm_seconds_by_predictor") or {}).get(TREE_READER, 0.0)
+        fuse_calls = (record.get("lm_calls_by_predictor") or {}).get(reader, 0)
+        fuse_seconds = (record.get("lm_seconds_by_predictor") or {}).get(reader, 0.0)
         trees[record["question"]] = {"tree": tree, "run": record.get("run"),
                                      "search_lm_calls": record.get("lm_calls", 0) - fuse_calls,
                                      "search_seconds": round(record.get("seconds", 0.0) - fuse_seconds, 3)}
@@ -189,10 +190,12 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     settings = {**recipe_settings(recipe)[0], **overrides}
     target = ({**recipe, "settings": settings}, state)
     check_same_search(read_recipe(source), target)
-    trees = recorded_trees(read_records(records_dir / "predictions.jsonl"))
+    from treeqa.programs import PROGRAMS
+
+    trees = recorded_trees(read_records(records_dir / "predictions.jsonl"), PROGRAMS[recipe["program"]].reader)
     if not trees:
         raise ReplayError(f"{records_dir / 'predictions.jsonl'} holds no recorded search to replay")
-    program = load_program(compiled, expect="tor", overrides=overrides)
+    program = load_program(compiled, expect=recipe["program"], overrides=overrides)
     ids = {n["id"] for found in trees.values() for n in found["tree"]["nodes"] if n.get("id")}
     passages = corpus_passages(program.retriever.passages, ids)
     if len(passages) < len(ids):
@@ -201,8 +204,8 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     replayer = ReplayedSearch(program, trees, passages)
     params = {**settings, "_compiled": str(Path(compiled).resolve()),
               "_replay_of": recorded.key()}
-    spec = EvalSpec(program="tor", dataset=recorded.dataset, split=recorded.split, n=recorded.n, seed=recorded.seed,
-                    skip=recorded.skip, lm=lm, api_base=api_base, retriever=recorded.retriever,
+    spec = EvalSpec(program=recipe["program"], dataset=recorded.dataset, split=recorded.split, n=recorded.n,
+                    seed=recorded.seed, skip=recorded.skip, lm=lm, api_base=api_base, retriever=recorded.retriever,
                     corpus=recorded.corpus, params=params, cache=cache)
     counted: list[int] = []
 
