@@ -83,6 +83,8 @@ for step in "${steps[@]}"; do
                 --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge-read-$READ_TOP" --pair "tor-path-judge-read-$READ_TOP-reader:tor-path-judge" \
                 --pair tor-path-judge-replay:rta --pair tor-path-judge-replay:tor \
                 --pair "tor-path-judge-replay:tor-path-judge-read-$READ_TOP" \
+                --pair "tor-path-judge-replay:tor-path-judge-read-$READ_TOP-replay" \
+                --pair "tor-path-judge-read-$READ_TOP-replay:tor-path-judge-read-$READ_TOP" \
                 --pair "tor-path-judge-read-$READ_TOP-replay:rta" --pair "tor-path-judge-read-$READ_TOP-replay:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-replay:tor-path-judge" \
                 --pair "tor-path-judge-read-$READ_TOP-reader-replay:rta" --pair "tor-path-judge-read-$READ_TOP-reader-replay:tor" \
