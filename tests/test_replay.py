@@ -136,6 +136,10 @@ def test_replay_makes_one_reader_call_a_question_and_resumes(fixture_data, tmp_p
         assert new["tree"]["replayed"]["search_lm_calls"] == old["lm_calls"] - 1
     spec = json.loads((tmp_path / "replay" / "spec.json").read_text())
     assert spec["params"]["read_top"] == 2 and spec["params"]["_replay_of"] == live[0]["run"]
+    searched = json.loads((tmp_path / "replay" / "summary.json").read_text())["replayed"]
+    assert searched["questions"] == 2
+    assert searched["search_lm_calls_per_q"] == sum(r["lm_calls"] - 1 for r in live) / 2
+    assert "LM calls" in result.output and "before this reading" in result.output
 
     result = cli.invoke(app, ["replay", str(tmp_path / "run"), "--compiled", str(reading),
                               "--out", str(tmp_path / "replay")])

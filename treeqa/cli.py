@@ -281,6 +281,11 @@ def replay_cmd(
 
     typer.echo(data_line(result["data"]))
     typer.echo(result["table"])
+    cost = result["searched"]
+    if cost["questions"]:
+        typer.echo(f"the recorded searches of these questions took {cost['search_lm_calls_per_q']} LM calls and "
+                   f"{cost['search_seconds_per_q']} s a question (median {cost['search_seconds_median']} s) "
+                   "before this reading")
     if replayed < sample:
         typer.echo(f"replayed {replayed} of the {sample} questions: the recorded run has no search for the rest "
                    "yet; run this again when it has")

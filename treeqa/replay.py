@@ -215,4 +215,24 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
         return kept
 
     result = run_evaluation(spec, out, program=replayer, only=only)
+    result["searched"] = record_search_cost(result, records_dir)
     return result, counted[0], recorded.n
+
+
+def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, Any]:
+    """Add to the replay's summary.json what its questions' recorded searches cost (a replay's own
+    seconds and calls are the reading's alone; the program's cost is the two together)."""
+    import json
+    from statistics import mean, median
+
+    searched = [r["tree"]["replayed"] for r in result["records"] if (r.get("tree") or {}).get("replayed")]
+    cost = {"from": str(records_dir), "questions": len(searched)}
+    if searched:
+        seconds = [s["search_seconds"] for s in searched]
+        cost.update(search_lm_calls_per_q=round(mean(s["search_lm_calls"] for s in searched), 2),
+                    search_seconds_per_q=round(mean(seconds), 2), search_seconds_median=round(median(seconds), 2))
+    path = Path(result["out"]) / "summary.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["replayed"] = cost
+    path.write_text(json.dumps(doc, indent=2))
+    return cost
