@@ -140,6 +140,7 @@ def test_replay_makes_one_reader_call_a_question_and_resumes(fixture_data, tmp_p
     assert searched["questions"] == 2
     assert searched["search_lm_calls_per_q"] == sum(r["lm_calls"] - 1 for r in live) / 2
     assert "LM calls" in result.output and "before this reading" in result.output
+    assert searched["includes_reading"] == 0
 
     result = cli.invoke(app, ["replay", str(tmp_path / "run"), "--compiled", str(reading),
                               "--out", str(tmp_path / "replay")])

@@ -285,7 +285,9 @@ def replay_cmd(
     if cost["questions"]:
         typer.echo(f"the recorded searches of these questions took {cost['search_lm_calls_per_q']} LM calls and "
                    f"{cost['search_seconds_per_q']} s a question (median {cost['search_seconds_median']} s) "
-                   "before this reading")
+                   "before this reading" + (f" ({cost['includes_reading']} of their records, made before the reader's "
+                                             "calls were kept apart, count their reading too)"
+                                             if cost["includes_reading"] else ""))
     if replayed < sample:
         typer.echo(f"replayed {replayed} of the {sample} questions: the recorded run has no search for the rest "
                    "yet; run this again when it has")

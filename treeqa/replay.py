@@ -111,11 +111,13 @@ def recorded_trees(records: list[dict], reader: str) -> dict[str, dict]:
         tree = record.get("tree")
         if not tree or record.get("error") or not tree.get("nodes"):
             continue
+        split = "lm_seconds_by_predictor" in record  # records made before it was kept cannot split out the reading
         fuse_calls = (record.get("lm_calls_by_predictor") or {}).get(reader, 0)
         fuse_seconds = (record.get("lm_seconds_by_predictor") or {}).get(reader, 0.0)
         trees[record["question"]] = {"tree": tree, "run": record.get("run"),
                                      "search_lm_calls": record.get("lm_calls", 0) - fuse_calls,
-                                     "search_seconds": round(record.get("seconds", 0.0) - fuse_seconds, 3)}
+                                     "search_seconds": round(record.get("seconds", 0.0) - fuse_seconds, 3),
+                                     "includes_reading": not split}
     return trees
 
 
@@ -150,7 +152,8 @@ class ReplayedSearch(dspy.Module):
         if found is None:
             raise ReplayError("the recorded run has no search for this question")
         prediction = self.program.answer_from(rebuild_run(found["tree"], self._passages))
-        prediction.tree["replayed"] = {k: found[k] for k in ("run", "search_lm_calls", "search_seconds")}
+        prediction.tree["replayed"] = {k: found[k] for k in ("run", "search_lm_calls", "search_seconds",
+                                                              "includes_reading")}
         return prediction
 
 
@@ -221,7 +224,9 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
 
 def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, Any]:
     """Add to the replay's summary.json what its questions' recorded searches cost (a replay's own
-    seconds and calls are the reading's alone; the program's cost is the two together)."""
+    seconds and calls are the reading's alone; the program's cost is the two together).
+    `includes_reading` counts the records too old to split the recorded reading out (their
+    figures are the whole recorded question's)."""
     import json
     from statistics import mean, median
 
@@ -230,7 +235,8 @@ def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, A
     if searched:
         seconds = [s["search_seconds"] for s in searched]
         cost.update(search_lm_calls_per_q=round(mean(s["search_lm_calls"] for s in searched), 2),
-                    search_seconds_per_q=round(mean(seconds), 2), search_seconds_median=round(median(seconds), 2))
+                    search_seconds_per_q=round(mean(seconds), 2), search_seconds_median=round(median(seconds), 2),
+                    includes_reading=sum(bool(s.get("includes_reading")) for s in searched))
     path = Path(result["out"]) / "summary.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
     doc["replayed"] = cost
