@@ -21,8 +21,9 @@
 # The replay steps read another run's recorded trees (`treeqa replay`: the same search, one reader
 # call a question): tor-path-judge-replay is the judge with the paper's reader on the trees of the
 # read_top run (READ_FROM's compile-none against its compile-$READ_TOP); tor-path-judge-read-replay
-# reads the top READ_TOP on tor-path-judge's trees; tor-path-judge-reader-replay is the composed
-# compile (its compiled.json, made by tor-path-judge-reader, stopped once it is written) on them.
+# reads the top READ_TOP on tor-path-judge's trees. With REPLAY=1, tor-path-judge-reader's
+# compiled side reads tor-path-judge's trees too (`optimize --replay-from`: the same judge, so the
+# same searches) instead of searching again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -52,8 +53,10 @@ for step in "${steps[@]}"; do
                 --train 100 --skip "$SKIP" --dev "$N" --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-path-judge" ;;
         tor-path-judge-reader)  # on top of the reading chosen on train; its zero-shot side (ToR reading
             # the top READ_TOP without a judge) runs last and is not one of the four: stop it when not wanted
+            replay=()
+            [ "${REPLAY:-0}" = 1 ] && replay=(--replay-from "$OUT/tor-path-judge/compiled")
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge+reader \
-                --param "read_top=$READ_TOP" --train 100 --skip "$SKIP" --dev "$N" --no-cache \
+                --param "read_top=$READ_TOP" --train 100 --skip "$SKIP" --dev "$N" --no-cache "${replay[@]}" \
                 --out "$OUT/tor-path-judge-read-$READ_TOP-reader" ;;
         tor-path-judge-replay)
             "$BIN/treeqa" replay "$OUT/tor-path-judge-read-$READ_TOP" --compiled "$READ_FROM/compile-none/compiled.json" \
@@ -61,18 +64,13 @@ for step in "${steps[@]}"; do
         tor-path-judge-read-replay)
             "$BIN/treeqa" replay "$OUT/tor-path-judge/compiled" --compiled "$OUT/tor-path-judge/compiled.json" \
                 --param "read_top=$READ_TOP" --no-cache --out "$OUT/tor-path-judge-read-$READ_TOP-replay" ;;
-        tor-path-judge-reader-replay)
-            "$BIN/treeqa" replay "$OUT/tor-path-judge/compiled" \
-                --compiled "$OUT/tor-path-judge-read-$READ_TOP-reader/compiled.json" --no-cache \
-                --out "$OUT/tor-path-judge-read-$READ_TOP-reader-replay" ;;
         record)
             runs=()  # a table still being filled: record the finished runs, pair what exists
             reading=$(read_run "$READING") reading_pairs=()
             [ "$reading" = "tor-path-judge-read-$READ_TOP" ] ||
                 reading_pairs=(--pair "$reading:rta" --pair "$reading:tor" --pair "$reading:tor-path-judge-read-$READ_TOP")
             for run in rta tor tor-path-judge tor-path-judge-replay "tor-path-judge-read-$READ_TOP" \
-                    "tor-path-judge-read-$READ_TOP-replay" "$reading" "tor-path-judge-read-$READ_TOP-reader" \
-                    "tor-path-judge-read-$READ_TOP-reader-replay"; do
+                    "tor-path-judge-read-$READ_TOP-replay" "$reading" "tor-path-judge-read-$READ_TOP-reader"; do
                 [[ " ${runs[*]} " == *" $OUT/$run "* ]] && continue
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/compiled/summary.json" ] && runs+=("$OUT/$run")
             done
@@ -87,8 +85,6 @@ for step in "${steps[@]}"; do
                 --pair "tor-path-judge-read-$READ_TOP-replay:tor-path-judge-read-$READ_TOP" \
                 --pair "tor-path-judge-read-$READ_TOP-replay:rta" --pair "tor-path-judge-read-$READ_TOP-replay:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-replay:tor-path-judge" \
-                --pair "tor-path-judge-read-$READ_TOP-reader-replay:rta" --pair "tor-path-judge-read-$READ_TOP-reader-replay:tor" \
-                --pair "tor-path-judge-read-$READ_TOP-reader-replay:tor-path-judge" \
                 "${reading_pairs[@]}" \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR, ToR compiled with --optimizer path-judge (with read_top=3, and with the reader compiled on top) on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;

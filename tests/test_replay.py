@@ -186,3 +186,38 @@ def test_a_run_that_has_not_reached_every_question_is_replayed_as_far_as_it_got(
     assert result.exit_code == 0, result.output
     assert engine.kinds()[before:] == ["fuse"] * 2
     assert len((tmp_path / "replay" / "predictions.jsonl").read_text().splitlines()) == 2
+
+
+def test_optimize_reads_its_compiled_side_from_a_runs_recorded_searches(fixture_data, tmp_path, monkeypatch):
+    from treeqa.optimize import OptimizeSpec, run_optimize
+    from treeqa.runs import EvalSpec, run_evaluation
+
+    searcher = tree_retriever()
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: searcher)
+    lm, engine = scripted_lm(answering(varied, answer="Paris"), classify=review_kind, whole_call=True)
+    use_lm(monkeypatch, lm)
+    params = {"widths": [3, 2]}
+    source = tmp_path / "zero-shot"  # a zero-shot run: the recorded program is the one its spec builds
+    run_evaluation(EvalSpec(program="tor", n=2, params=params), source)
+    live = [json.loads(line) for line in (source / "predictions.jsonl").read_text().splitlines()]
+    searcher.passages = list(passages_of(searcher).values())
+
+    before = len(engine.calls)
+    with pytest.raises(ReplayError, match="n 2 there, 1 here"):  # another sample: refused before compiling
+        run_optimize(OptimizeSpec(program="tor", optimizer="reader", train=2, dev=1, params=params,
+                                  replay_from=str(source)), tmp_path / "other")
+    assert len(engine.calls) == before
+
+    spec = OptimizeSpec(program="tor", optimizer="reader", train=2, dev=2, params=params, candidates=1,
+                        replay_from=str(source), zero_shot_from=str(source))
+    result = run_optimize(spec, tmp_path / "O")
+    records = (tmp_path / "O" / "compiled" / "predictions.jsonl").read_text().splitlines()
+    compiled = [json.loads(line) for line in records]
+    assert [r["id"] for r in compiled] == [r["id"] for r in live]
+    assert all(r["lm_calls"] == 1 and "replayed" in r["tree"] for r in compiled)
+    assert [r["tree"]["nodes"] for r in compiled] == [r["tree"]["nodes"] for r in live]
+    assert result["report"]["compiled"]["n"] == 2 and result["report"]["zero_shot"]["n"] == 2
+
+    with pytest.raises(ReplayError, match="predictor review: its demos differ"):  # a compile that changes the search
+        run_optimize(OptimizeSpec(program="tor", optimizer="annotated", train=2, dev=2, params=params,
+                                  replay_from=str(source)), tmp_path / "A")

@@ -516,6 +516,9 @@ def optimize_cmd(
     zero_shot_from: Annotated[str | None, typer.Option(help="A run folder of the same zero-shot spec (e.g. a "
                                                             "reference run) whose records the zero-shot side "
                                                             "starts from.")] = None,
+    replay_from: Annotated[str | None, typer.Option(help="A ToR run of the same dev questions whose recorded "
+                                                         "searches the compiled side reads (treeqa replay): for "
+                                                         "a compile that changes only the reading.")] = None,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.compiled import CompiledProgramError
@@ -533,7 +536,7 @@ def optimize_cmd(
                             corpus=corpus, threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
-                            cache=cache, zero_shot_from=zero_shot_from)
+                            cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
     except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:
         _fail(exc)

@@ -125,6 +125,7 @@ class OptimizeSpec(BaseModel):
     annotated_demos: int = Field(3, ge=1)  # demos per predictor for --optimizer annotated (the papers' 3)
     cache: bool = True  # DSPy's response cache for the two evaluations (compiling always uses it)
     zero_shot_from: str | None = None  # a finished run of the same zero-shot spec to start from
+    replay_from: str | None = None  # a ToR run whose recorded searches the compiled side reads (treeqa.replay)
 
     @model_validator(mode="after")
     def _known_names(self) -> OptimizeSpec:
@@ -166,7 +167,8 @@ class OptimizeSpec(BaseModel):
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
-        exclude = ({"threads", "api_base", "cache", "zero_shot_from"} | ({"skip"} if not self.skip else set())
+        exclude = ({"threads", "api_base", "cache", "zero_shot_from", "replay_from"}
+                   | ({"skip"} if not self.skip else set())
                    | ({"train_from"} if self.train_from is None else set()))
         key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(exclude=exclude)}).key()
         return RUNS_DIR / "optimize" / f"{self.dataset}-{label}-{self.optimizer}-{key}"
@@ -246,6 +248,10 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     eval_spec = spec.eval_spec()
     if spec.zero_shot_from:  # refused now, not after the compile and the compiled run
         check_adoptable(Path(spec.zero_shot_from), eval_spec)
+    if spec.replay_from:  # the sample and the program now; whether the search is the same, once compiled
+        from treeqa.replay import check_replay_source
+
+        check_replay_source(Path(spec.replay_from), eval_spec)
     trainset = select_examples(train_dataset, train_split, spec.train, spec.seed, option="--train")
     select_examples(spec.dataset, dev_split, spec.dev, spec.seed, spec.skip, option="--dev")
     # GEPA reflects on minibatches of one part and accepts candidates on the other; split
@@ -266,7 +272,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
-        decisive = {"threads", "api_base", "cache", "zero_shot_from"}
+        decisive = {"threads", "api_base", "cache", "zero_shot_from", "replay_from"}
         try:
             earlier = OptimizeSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
         except ValueError as exc:
@@ -315,7 +321,14 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         echo(f"      compiled in {compile_info['seconds']:.0f}s with {calls_made} LM calls; saved to {compiled_path}")
 
     echo(f"[2/3] compiled {spec.program} on {spec.dev} {spec.dataset} {dev_split} questions")
-    comp = run_evaluation(eval_spec, out_dir / "compiled", program=compiled)
+    if spec.replay_from:
+        from treeqa.replay import replay_run
+
+        comp, replayed, _ = replay_run(Path(spec.replay_from), compiled_path, lm=spec.lm, api_base=spec.api_base,
+                                       out=out_dir / "compiled", cache=spec.cache)
+        echo(f"      read from the recorded searches of {spec.replay_from} ({replayed} of {spec.dev} questions)")
+    else:
+        comp = run_evaluation(eval_spec, out_dir / "compiled", program=compiled)
 
     # the zero-shot side last: a long compile or compiled run reports first, and a run adopted
     # with --zero-shot-from is taken as it stands now (another process may have grown it)

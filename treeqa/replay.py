@@ -24,6 +24,7 @@ import dspy
 
 from treeqa.data.passage import Passage
 from treeqa.programs.review_run import ReviewNode, ReviewRun
+from treeqa.retrievers.base import Retriever
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
 READER_SETTINGS = frozenset({"read_top", "max_context_chars", "max_paragraph_chars"})
@@ -157,16 +158,37 @@ class ReplayedSearch(dspy.Module):
         return prediction
 
 
-def source_compiled(records_dir: Path, spec_params: dict) -> Path:
-    """The compiled file a recorded run searched with: an optimize run's (`compiled.json` beside
-    its `compiled/` records), else the one an `evaluate --compiled` run names."""
+class _NeverSearched(Retriever):
+    """What a program is built with when only its settings and state are read."""
+
+    passages: list[Passage] = []
+
+    def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
+        raise RuntimeError("this program was built to read its settings, not to search")
+
+
+def source_recipe(records_dir: Path, recorded) -> tuple[dict, dict]:
+    """(recipe, state) of the program a recorded run searched with: an optimize run's
+    `compiled.json` beside its `compiled/` records, the file an `evaluate --compiled` run names,
+    or, for a zero-shot run, the program its spec builds (no demos, the signatures' own
+    instructions)."""
+    import json
+
+    from treeqa.compiled import read_recipe
+    from treeqa.programs import build_program
+
     if records_dir.name == "compiled" and (records_dir.parent / "compiled.json").is_file():
-        return records_dir.parent / "compiled.json"
-    named = spec_params.get("_compiled")
-    if named and Path(named).is_file():
-        return Path(named)
-    raise ReplayError(f"cannot tell which compiled program {records_dir} searched with"
-                      + (f" ({named} is not here)" if named else "") + ": name it with --source-compiled")
+        return read_recipe(records_dir.parent / "compiled.json")
+    named = recorded.params.get("_compiled")
+    if named:
+        if not Path(named).is_file():
+            raise ReplayError(f"{records_dir} searched with {named}, which is not here: name the file with "
+                              "--source-compiled")
+        return read_recipe(named)
+    program = build_program(recorded.program, _NeverSearched(), preset=recorded.preset, **recorded.params)
+    recipe = {"program": recorded.program, "dataset": recorded.dataset, "retriever": recorded.retriever,
+              "corpus": recorded.corpus, "settings": program.method_settings}
+    return json.loads(json.dumps(recipe)), json.loads(json.dumps(program.dump_state()))  # as a file reads back
 
 
 def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | None = None, lm: str = "local",
@@ -184,7 +206,12 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     if not spec_file.is_file():
         raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
     recorded = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
-    source = Path(source) if source else source_compiled(records_dir, recorded.params)
+    recipe, _ = read_recipe(compiled)
+    searched = (recorded.retriever, recorded.corpus)
+    if searched != (recipe.get("retriever", "dense"), recipe.get("corpus")):
+        raise ReplayError(f"{records_dir} searched {searched[1] or recorded.dataset} with {searched[0]}; "
+                          f"{compiled} searches {recipe.get('corpus') or recipe['dataset']} with "
+                          f"{recipe.get('retriever', 'dense')}")
     overrides = dict(overrides or {})
     if set(overrides) - READER_SETTINGS:
         raise ReplayError(f"a replay changes only the reading ({', '.join(sorted(READER_SETTINGS))}), "
@@ -192,7 +219,7 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     recipe, state = read_recipe(compiled)
     settings = {**recipe_settings(recipe)[0], **overrides}
     target = ({**recipe, "settings": settings}, state)
-    check_same_search(read_recipe(source), target)
+    check_same_search(read_recipe(source) if source else source_recipe(records_dir, recorded), target)
     from treeqa.programs import PROGRAMS
 
     trees = recorded_trees(read_records(records_dir / "predictions.jsonl"), PROGRAMS[recipe["program"]].reader)
@@ -242,3 +269,23 @@ def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, A
     doc["replayed"] = cost
     path.write_text(json.dumps(doc, indent=2))
     return cost
+
+
+def check_replay_source(records_dir: Path, spec) -> None:
+    """Refuse, before a compile, a `records_dir` that is not a recorded run of `spec`'s sample
+    (an EvalSpec: dataset, split, questions, seed, skip) by a program that reads apart from its search."""
+    from treeqa.programs import PROGRAMS
+    from treeqa.runs import EvalSpec
+
+    spec_file = records_dir / "spec.json"
+    if not spec_file.is_file():
+        raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
+    recorded = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+    if not hasattr(PROGRAMS.get(spec.program), "answer_from"):
+        raise ReplayError(f"{spec.program!r} does not read apart from its search (no answer_from): "
+                          "only ToR runs are replayed")
+    sample = ("program", "dataset", "split", "n", "seed", "skip", "retriever", "corpus")
+    differ = [f"{k} {getattr(recorded, k)!r} there, {getattr(spec, k)!r} here" for k in sample
+              if getattr(recorded, k) != getattr(spec, k)]
+    if differ:
+        raise ReplayError(f"{records_dir} is not a run of these questions: " + "; ".join(differ))
