@@ -15,6 +15,7 @@ id. `check_same_search` refuses a program whose search could differ from the rec
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -76,17 +77,13 @@ def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> N
     program, dataset, corpus or retriever, another setting outside READER_SETTINGS, or other
     demos or instructions on any predictor but the reader."""
     from treeqa.compiled import recipe_settings
-    from treeqa.programs import PROGRAMS
 
     (src_recipe, src_state), (recipe, state) = source, target
     problems = []
     for key in ("program", "dataset", "retriever", "corpus"):
         if src_recipe.get(key) != recipe.get(key):
             problems.append(f"{key}: {src_recipe.get(key)!r} there, {recipe.get(key)!r} here")
-    program = PROGRAMS.get(recipe.get("program"))
-    if not hasattr(program, "answer_from"):
-        raise ReplayError(f"{recipe.get('program')!r} does not read apart from its search (no answer_from): "
-                          "only ToR runs are replayed")
+    program = replayable(recipe.get("program"))
     src_settings, settings = recipe_settings(src_recipe)[0], recipe_settings(recipe)[0]
     for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS):
         if src_settings.get(key) != settings.get(key):
@@ -172,8 +169,6 @@ def source_recipe(records_dir: Path, recorded) -> tuple[dict, dict]:
     `compiled.json` beside its `compiled/` records, the file an `evaluate --compiled` run names,
     or, for a zero-shot run, the program its spec builds (no demos, the signatures' own
     instructions)."""
-    import json
-
     from treeqa.compiled import read_recipe
     from treeqa.programs import build_program
 
@@ -202,11 +197,8 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     from treeqa.evaluation import read_records
     from treeqa.runs import EvalSpec, run_evaluation
 
-    spec_file = records_dir / "spec.json"
-    if not spec_file.is_file():
-        raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
-    recorded = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
-    recipe, _ = read_recipe(compiled)
+    recorded = recorded_spec(records_dir)
+    recipe, state = read_recipe(compiled)
     searched = (recorded.retriever, recorded.corpus)
     if searched != (recipe.get("retriever", "dense"), recipe.get("corpus")):
         raise ReplayError(f"{records_dir} searched {searched[1] or recorded.dataset} with {searched[0]}; "
@@ -216,13 +208,10 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     if set(overrides) - READER_SETTINGS:
         raise ReplayError(f"a replay changes only the reading ({', '.join(sorted(READER_SETTINGS))}), "
                           f"not {', '.join(sorted(set(overrides) - READER_SETTINGS))}")
-    recipe, state = read_recipe(compiled)
     settings = {**recipe_settings(recipe)[0], **overrides}
     target = ({**recipe, "settings": settings}, state)
     check_same_search(read_recipe(source) if source else source_recipe(records_dir, recorded), target)
-    from treeqa.programs import PROGRAMS
-
-    trees = recorded_trees(read_records(records_dir / "predictions.jsonl"), PROGRAMS[recipe["program"]].reader)
+    trees = recorded_trees(read_records(records_dir / "predictions.jsonl"), replayable(recipe["program"]).reader)
     if not trees:
         raise ReplayError(f"{records_dir / 'predictions.jsonl'} holds no recorded search to replay")
     program = load_program(compiled, expect=recipe["program"], overrides=overrides)
@@ -254,7 +243,6 @@ def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, A
     seconds and calls are the reading's alone; the program's cost is the two together).
     `includes_reading` counts the records too old to split the recorded reading out (their
     figures are the whole recorded question's)."""
-    import json
     from statistics import mean, median
 
     searched = [r["tree"]["replayed"] for r in result["records"] if (r.get("tree") or {}).get("replayed")]
@@ -274,18 +262,30 @@ def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, A
 def check_replay_source(records_dir: Path, spec) -> None:
     """Refuse, before a compile, a `records_dir` that is not a recorded run of `spec`'s sample
     (an EvalSpec: dataset, split, questions, seed, skip) by a program that reads apart from its search."""
-    from treeqa.programs import PROGRAMS
-    from treeqa.runs import EvalSpec
-
-    spec_file = records_dir / "spec.json"
-    if not spec_file.is_file():
-        raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
-    recorded = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
-    if not hasattr(PROGRAMS.get(spec.program), "answer_from"):
-        raise ReplayError(f"{spec.program!r} does not read apart from its search (no answer_from): "
-                          "only ToR runs are replayed")
+    recorded = recorded_spec(records_dir)
+    replayable(spec.program)
     sample = ("program", "dataset", "split", "n", "seed", "skip", "retriever", "corpus")
     differ = [f"{k} {getattr(recorded, k)!r} there, {getattr(spec, k)!r} here" for k in sample
               if getattr(recorded, k) != getattr(spec, k)]
     if differ:
         raise ReplayError(f"{records_dir} is not a run of these questions: " + "; ".join(differ))
+
+
+def recorded_spec(records_dir: Path):
+    """The EvalSpec of the run in `records_dir` (the sample its records answer)."""
+    from treeqa.runs import EvalSpec
+
+    spec_file = records_dir / "spec.json"
+    if not spec_file.is_file():
+        raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
+    return EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+
+
+def replayable(name: str | None):
+    """The class of program `name`, if it reads apart from its search (declares `answer_from`)."""
+    from treeqa.programs import PROGRAMS
+
+    program = PROGRAMS.get(name)
+    if not hasattr(program, "answer_from"):
+        raise ReplayError(f"{name!r} does not read apart from its search (no answer_from): only ToR runs are replayed")
+    return program
