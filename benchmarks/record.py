@@ -36,7 +36,8 @@ def _entry(run_dir: Path) -> dict:
         report = json.loads((run_dir / "report.json").read_text())
         return {"kind": "optimize", "run": name, "command": report["command"], "spec": report["spec"],
                 "compile": report["compile"], "versions": report["versions"],
-                "zero_shot": {k: report["zero_shot"][k] for k in FIGURES if k in report["zero_shot"]},
+                "zero_shot": ({k: report["zero_shot"][k] for k in FIGURES if k in report["zero_shot"]}
+                              if report["zero_shot"] else None),  # None: optimize --no-zero-shot
                 "compiled": {k: report["compiled"][k] for k in FIGURES if k in report["compiled"]}}
     kind = "evaluate"
     if not (run_dir / "summary.json").is_file() and (run_dir / "compiled" / "summary.json").is_file():
@@ -118,6 +119,8 @@ def _variants(entry: dict) -> list[tuple[str, dict]]:
     compiled = f"compiled ({entry['spec'].get('optimizer', '?')})"
     if "figures" in entry:
         return [(compiled, entry["figures"])]
+    if entry["zero_shot"] is None:  # optimize --no-zero-shot
+        return [(compiled, entry["compiled"])]
     return [("zero-shot", entry["zero_shot"]), (compiled, entry["compiled"])]
 
 

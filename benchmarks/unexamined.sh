@@ -52,11 +52,11 @@ for step in "${steps[@]}"; do
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge \
                 --train 100 --skip "$SKIP" --dev "$N" --no-cache --zero-shot-from "$OUT/tor" --out "$OUT/tor-path-judge" ;;
         tor-path-judge-reader)  # on top of the reading chosen on train; its zero-shot side (ToR reading
-            # the top READ_TOP without a judge) runs last and is not one of the four: stop it when not wanted
+            # the top READ_TOP without a judge) is not one of the four, so it is skipped
             replay=()
             [ "${REPLAY:-0}" = 1 ] && replay=(--replay-from "$OUT/tor-path-judge/compiled")
             "$BIN/treeqa" optimize --program tor --dataset "$DATASET" --optimizer path-judge+reader \
-                --param "read_top=$READ_TOP" --train 100 --skip "$SKIP" --dev "$N" --no-cache "${replay[@]}" \
+                --param "read_top=$READ_TOP" --train 100 --skip "$SKIP" --dev "$N" --no-cache --no-zero-shot "${replay[@]}" \
                 --out "$OUT/tor-path-judge-read-$READ_TOP-reader" ;;
         tor-path-judge-replay)
             "$BIN/treeqa" replay "$OUT/tor-path-judge-read-$READ_TOP" --compiled "$READ_FROM/compile-none/compiled.json" \

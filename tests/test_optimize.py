@@ -297,3 +297,34 @@ def test_a_new_compiler_is_one_file(scripted, tmp_path):
         assert result["report"]["compile"]["instructions_changed"] == ["answer"]
     finally:
         COMPILERS.pop("toy", None)
+
+
+def test_no_zero_shot_evaluates_the_compiled_side_alone_and_a_later_run_adds_it(scripted, tmp_path):
+    """--no-zero-shot, for a compile whose baseline is measured elsewhere: no zero-shot call, a
+    report of the compiled side alone; the same run again without it adds the zero-shot side
+    and reads the compile and compiled records it has (the setting is not part of the spec)."""
+    out = tmp_path / "O"
+    calls = len(scripted._engine_spec.calls)
+    result = run_optimize(_spec(zero_shot=False), out)
+    assert len(scripted._engine_spec.calls) - calls == 1 + 2  # the train question, the two compiled
+    report = result["report"]
+    assert report["zero_shot"] is None and report["compiled_vs_zero_shot"] is None
+    assert report["compiled"]["n"] == 2 and not (out / "zero-shot").exists()
+    assert "zero-shot side was skipped" in (out / "report.md").read_text()
+    assert "| direct compiled (bootstrap) |" in result["table"] and "zero-shot |" not in result["table"]
+    calls = len(scripted._engine_spec.calls)
+    report = run_optimize(_spec(), out)["report"]
+    assert len(scripted._engine_spec.calls) - calls == 2  # the two zero-shot questions alone
+    assert report["zero_shot"]["n"] == 2 and report["compiled_vs_zero_shot"] is not None
+    with pytest.raises(ValueError, match="nothing would adopt it"):
+        run_optimize(_spec(zero_shot=False, zero_shot_from=str(out / "zero-shot")), tmp_path / "O2")
+    assert not (tmp_path / "O2").exists()
+
+
+def test_the_cli_skips_the_zero_shot_side_on_request(scripted, tmp_path):
+    out = tmp_path / "cli"
+    result = CliRunner().invoke(app, ["optimize", "--program", "direct", "--optimizer", "bootstrap", "--train", "1",
+                                      "--dev", "2", "--no-zero-shot", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "zero-shot side skipped" in result.output
+    assert json.loads((out / "report.json").read_text())["zero_shot"] is None

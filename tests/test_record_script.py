@@ -107,3 +107,19 @@ def test_a_repicked_run_says_which_run_its_trees_came_from():
         ("re-picked from beam-compiled", {"em": 1.0})]
     assert script._variants(entry("benchmarks/runs/nq-test100/beam"))[0][0] == "re-picked from beam"
     assert script._label(entry("x")) == "beam (nq) {'pick': 'vote'}"
+
+
+def test_an_optimize_run_without_its_zero_shot_side_records_the_compiled_row_alone(tmp_path):
+    """optimize --no-zero-shot writes a report whose zero-shot side is None: the entry keeps it
+    None and the table shows the compiled row alone (a KeyError/TypeError otherwise)."""
+    run = tmp_path / "composed"
+    run.mkdir()
+    _run(run, "compiled", "tor", [1, 0])
+    figures = {"n": 2, "em": 50.0}
+    (run / "report.json").write_text(json.dumps({
+        "command": "treeqa optimize --no-zero-shot", "spec": {"program": "tor", "optimizer": "path-judge+reader"},
+        "compile": {}, "versions": {}, "zero_shot": None, "compiled": figures}))
+    script = _script()
+    entry = script._entry(run)
+    assert entry["zero_shot"] is None and entry["compiled"] == figures
+    assert script._variants(entry) == [("compiled (path-judge+reader)", figures)]

@@ -197,6 +197,23 @@ def test_view_writes_one_html_file_with_every_tree(fixture_data, tmp_path, monke
         write_view(tmp_path / "nothing")
 
 
+def test_view_of_an_optimize_run_without_its_zero_shot_side(tmp_path):
+    """optimize --no-zero-shot leaves `zero_shot: null` in report.json: the page shows the
+    compiled side alone instead of failing on the missing one."""
+    from treeqa.serving.view import load_run
+
+    (tmp_path / "compiled").mkdir()
+    (tmp_path / "compiled" / "predictions.jsonl").write_text(json.dumps(
+        {"id": "q0", "question": "q", "prediction": "a", "em": 1.0, "f1": 1.0}) + "\n")
+    (tmp_path / "report.json").write_text(json.dumps({
+        "spec": {"program": "tor", "dataset": "musique", "optimizer": "path-judge+reader"},
+        "zero_shot": None, "compiled": {"n": 1, "em": 100.0}, "compiled_vs_zero_shot": None}))
+    run = load_run(tmp_path)
+    assert run["title"] == "tor on musique: compiled (path-judge+reader)"
+    assert list(run["runs"]) == ["compiled"] and run["runs"]["compiled"][0]["prediction"] == "a"
+    assert write_view(tmp_path).is_file()
+
+
 # --- the page in a real browser ---------------------------------------------------------------
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -519,6 +519,9 @@ def optimize_cmd(
     replay_from: Annotated[str | None, typer.Option(help="A ToR run of the same dev questions whose recorded "
                                                          "searches the compiled side reads (treeqa replay): for "
                                                          "a compile that changes only the reading.")] = None,
+    zero_shot: Annotated[bool, typer.Option(help="Evaluate the zero-shot program too (--no-zero-shot: the "
+                                                 "compiled side alone, when its baseline is measured "
+                                                 "elsewhere; running again without it adds the side).")] = True,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.compiled import CompiledProgramError
@@ -536,7 +539,8 @@ def optimize_cmd(
                             corpus=corpus, threads=threads,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
-                            cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from)
+                            cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from,
+                            zero_shot=zero_shot)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
     except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:
         _fail(exc)

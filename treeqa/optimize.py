@@ -126,6 +126,7 @@ class OptimizeSpec(BaseModel):
     cache: bool = True  # DSPy's response cache for the two evaluations (compiling always uses it)
     zero_shot_from: str | None = None  # a finished run of the same zero-shot spec to start from
     replay_from: str | None = None  # a ToR run whose recorded searches the compiled side reads (treeqa.replay)
+    zero_shot: bool = True  # False: the compiled side alone (its baseline measured elsewhere); a later run may add it
 
     @model_validator(mode="after")
     def _known_names(self) -> OptimizeSpec:
@@ -167,7 +168,7 @@ class OptimizeSpec(BaseModel):
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
-        exclude = ({"threads", "api_base", "cache", "zero_shot_from", "replay_from"}
+        exclude = ({"threads", "api_base", "cache", "zero_shot_from", "replay_from", "zero_shot"}
                    | ({"skip"} if not self.skip else set())
                    | ({"train_from"} if self.train_from is None else set()))
         key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(exclude=exclude)}).key()
@@ -240,12 +241,15 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     train_dataset = spec.train_from or spec.dataset
     train_split, dev_split = splits_for(train_dataset)[0], splits_for(spec.dataset)[1]
     calls = plan(spec)
+    zero_plan = f"zero-shot ≤ {calls['zero_shot_max']:,}" if spec.zero_shot else "zero-shot side skipped"
     echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
-         f"zero-shot ≤ {calls['zero_shot_max']:,}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
+         f"{zero_plan}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
          f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}")
     if plan_only:  # computed from the settings: no data read, no index built, no model loaded
         return {"plan": calls, "out": out_dir}
     eval_spec = spec.eval_spec()
+    if spec.zero_shot_from and not spec.zero_shot:
+        raise ValueError("--zero-shot-from with --no-zero-shot: the zero-shot side is skipped, nothing would adopt it")
     if spec.zero_shot_from:  # refused now, not after the compile and the compiled run
         check_adoptable(Path(spec.zero_shot_from), eval_spec)
     if spec.replay_from:  # the sample and the program now; whether the search is the same, once compiled
@@ -272,7 +276,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     program = build_program(spec.program, retriever, preset=spec.preset, **spec.params)
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
-        decisive = {"threads", "api_base", "cache", "zero_shot_from", "replay_from"}
+        decisive = {"threads", "api_base", "cache", "zero_shot_from", "replay_from", "zero_shot"}
         try:
             earlier = OptimizeSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
         except ValueError as exc:
@@ -332,30 +336,37 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
 
     # the zero-shot side last: a long compile or compiled run reports first, and a run adopted
     # with --zero-shot-from is taken as it stands now (another process may have grown it)
-    zero_dir = out_dir / "zero-shot"
-    if spec.zero_shot_from and not (zero_dir / "predictions.jsonl").is_file():
-        adopt_run(Path(spec.zero_shot_from), zero_dir, eval_spec)
-        echo(f"      zero-shot records taken from {spec.zero_shot_from}")
-    echo(f"[3/3] zero-shot {spec.program} on the same {spec.dev} questions")
-    zero = run_evaluation(eval_spec, zero_dir, program=build_program(spec.program, retriever, preset=spec.preset,
-                                                                      **spec.params))
+    zero = None
+    if spec.zero_shot:
+        zero_dir = out_dir / "zero-shot"
+        if spec.zero_shot_from and not (zero_dir / "predictions.jsonl").is_file():
+            adopt_run(Path(spec.zero_shot_from), zero_dir, eval_spec)
+            echo(f"      zero-shot records taken from {spec.zero_shot_from}")
+        echo(f"[3/3] zero-shot {spec.program} on the same {spec.dev} questions")
+        zero = run_evaluation(eval_spec, zero_dir, program=build_program(spec.program, retriever, preset=spec.preset,
+                                                                          **spec.params))
+    else:
+        echo("[3/3] zero-shot side skipped (--no-zero-shot)")
 
-    rows = {f"{spec.program} zero-shot": zero["summary"],
-            f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
+    rows = ({f"{spec.program} zero-shot": zero["summary"]} if zero else {}) | {
+        f"{spec.program} compiled ({spec.optimizer})": comp["summary"]}
     table = markdown_table(rows)
-    paired = compare_records(comp["records"], zero["records"], keys=PAIRED_KEYS)
-    paired_table = comparison_table({"compiled vs zero-shot": paired})
-    report = {"spec": spec.model_dump(), "splits": {"train": train_split, "dev": dev_split}, "data": zero["data"],
-              "zero_shot": zero["summary"], "compiled": comp["summary"], "compiled_vs_zero_shot": paired,
+    paired = compare_records(comp["records"], zero["records"], keys=PAIRED_KEYS) if zero else None
+    paired_table = comparison_table({"compiled vs zero-shot": paired}) if zero else ""
+    report = {"spec": spec.model_dump(), "splits": {"train": train_split, "dev": dev_split}, "data": comp["data"],
+              "zero_shot": zero["summary"] if zero else None, "compiled": comp["summary"],
+              "compiled_vs_zero_shot": paired,
               "compile": compile_info, "plan": calls,
               "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    pairing = ("Paired on the same questions (95% paired-bootstrap interval; exact McNemar test on EM); "
+               "'better' or 'worse' only when the interval excludes 0 and the McNemar test agrees "
+               f"(p < 0.05):\n\n{paired_table}" if zero else
+               "The zero-shot side was skipped (--no-zero-shot): pair the compiled records with a baseline run "
+               "of the same questions.")
     (out_dir / "report.md").write_text(
-        f"# {spec.program} on {spec.dataset}: zero-shot vs compiled ({spec.optimizer})\n\n"
-        f"Command: `{report['command']}`\n\n{data_line(zero['data'])}\n\n{table}\n\n"
-        f"Paired on the same questions (95% paired-bootstrap interval; exact McNemar test on EM); "
-        f"'better' or 'worse' only when the interval excludes 0 and the McNemar test agrees "
-        f"(p < 0.05):\n\n{paired_table}\n\n"
+        f"# {spec.program} on {spec.dataset}: {'zero-shot vs ' if zero else ''}compiled ({spec.optimizer})\n\n"
+        f"Command: `{report['command']}`\n\n{data_line(comp['data'])}\n\n{table}\n\n{pairing}\n\n"
         f"Compiled on {len(trainset)} {train_dataset} {train_split} questions in {compile_info.get('seconds', '?')} s "
         f"({compile_info.get('lm_calls', '?')} LM calls); demos per predictor: {compile_info.get('demos', {})}; "
         f"instructions rewritten: {compile_info.get('instructions_changed', [])}"
@@ -366,6 +377,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         ".\n"
         f"Versions: {report['versions']}\n")
     echo(table)
-    echo(paired_table)
+    if paired_table:
+        echo(paired_table)
     echo(f"written to {out_dir}")
     return {"report": report, "out": out_dir, "table": table}

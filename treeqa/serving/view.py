@@ -27,6 +27,9 @@ def load_run(run_dir: str | Path) -> dict:
     if (run_dir / "report.json").is_file():
         report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
         spec = report["spec"]
+        if report["zero_shot"] is None:  # optimize --no-zero-shot: the compiled side alone
+            return {"title": f"{spec['program']} on {spec['dataset']}: compiled ({spec['optimizer']})",
+                    "summary": {"compiled": report["compiled"]}, "runs": {"compiled": _records(run_dir / "compiled")}}
         return {"title": f"{spec['program']} on {spec['dataset']}: zero-shot vs compiled ({spec['optimizer']})",
                 "summary": {"zero-shot": report["zero_shot"], "compiled": report["compiled"],
                             "compiled vs zero-shot": report.get("compiled_vs_zero_shot")},
