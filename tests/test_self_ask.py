@@ -8,9 +8,10 @@ import pytest
 from tests.fakes import FakeRetriever, Raw, run_scripted, scripted_lm
 from treeqa.annotated import AnnotatedFewShot
 from treeqa.programs import build_program, call_bound
+from treeqa.programs.common import repeat_of
 from treeqa.programs.self_ask import SelfAsk
 from treeqa.signatures.formatting import format_history
-from treeqa.signatures.self_ask import clean_follow_up, same_question
+from treeqa.signatures.self_ask import clean_follow_up
 
 Q = "Where was the director of Jaws born?"
 F1 = "Who directed Jaws?"
@@ -170,7 +171,10 @@ def test_follow_ups_are_cleaned_and_compared():
     assert clean_follow_up('Follow up: "Who directed Jaws?"\nIntermediate answer: x') == F1
     assert clean_follow_up("follow-up question 2 - Who directed Jaws?") == F1
     assert clean_follow_up("  \n ") == "" and len(clean_follow_up("word " * 500)) <= 300
-    assert same_question(F1, " who  directed jaws ") and not same_question(F1, F2)
+    # a repeat is the same words, whatever the case, spacing and punctuation (the one notion Self-Ask,
+    # IRCoT, Hop and ReAct stop or ask again on); the position counts from 1
+    assert repeat_of(" who  directed jaws ", [F2, F1]) == 2 and repeat_of("Who directed, Jaws!", [F1]) == 1
+    assert repeat_of(F1, [F2]) is None and repeat_of(F1, []) is None and repeat_of("Who directed Jaws 2?", [F1]) is None
 
 
 def test_annotated_demos_go_to_the_intermediate_reader_only(train, tmp_path):

@@ -17,7 +17,6 @@ stops at the judge's cut: no Score call is made.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -36,6 +35,7 @@ from treeqa.programs.common import (
     map_calls,
     record_failure,
     safe_call,
+    text_key,
 )
 from treeqa.programs.judged import JudgedProgram
 from treeqa.retrievers.base import Retriever
@@ -75,19 +75,11 @@ class PassageLog:
         return list(self._by_id.values())
 
 
-_NON_WORD = re.compile(r"[\W_]+")
-
-
-def question_key(text: str) -> str:
-    """Compare questions ignoring case, punctuation and spacing."""
-    return " ".join(_NON_WORD.sub(" ", text.lower()).split())
-
-
 def same_question(a: str, b: str, overlap: float = 0.8) -> bool:
     """Whether two questions ask the same thing: equal up to case and punctuation, or sharing
     at least `overlap` of their words (Jaccard), which catches a small model's light rewording
     of a question it was told not to repeat."""
-    words_a, words_b = set(question_key(a).split()), set(question_key(b).split())
+    words_a, words_b = set(text_key(a).split()), set(text_key(b).split())
     if not words_a or not words_b:
         return words_a == words_b
     return len(words_a & words_b) / len(words_a | words_b) >= overlap
@@ -392,7 +384,7 @@ class BeamSearchQA(JudgedProgram):
     def _new_sub_questions(self, proposed: Iterable[str], taken: list[str]) -> list[str]:
         taken, new = list(taken), []
         for sub_question in proposed:
-            if question_key(sub_question) and not any(same_question(sub_question, t) for t in taken):
+            if text_key(sub_question) and not any(same_question(sub_question, t) for t in taken):
                 taken.append(sub_question)
                 new.append(sub_question)
         return new[: self.max_queries]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from treeqa.retrievers.base import Retriever
 T = TypeVar("T")
 R = TypeVar("R")
 
+_NON_WORD = re.compile(r"[\W_]+")
 log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 2000  # a question, not a document: longer input would crowd the prompts out
@@ -54,6 +56,19 @@ def check_question(question: object, program: str) -> str:
     except UnicodeEncodeError as exc:  # lone surrogates: bytes from the shell that were not UTF-8
         raise ValueError(f"{program}: the question is not valid UTF-8 text (at character {exc.start})") from None
     return question
+
+
+def text_key(text: object) -> str:
+    """What makes two questions, queries or reasoning sentences the same: their words, lowercased
+    (case, punctuation and spacing ignored; a small model repeating itself changes little more)."""
+    return " ".join(_NON_WORD.sub(" ", str(text or "").lower()).split())
+
+
+def repeat_of(text: str, earlier: Sequence[str]) -> int | None:
+    """The position (from 1) of the first of `earlier` that `text` repeats (`text_key`), or None.
+    The step-by-step programs stop, or ask again, on a repeat: its search finds nothing new."""
+    key = text_key(text)
+    return next((i for i, seen in enumerate(earlier, start=1) if text_key(seen) == key), None)
 
 
 def check_retriever(retriever: Retriever | None, program: str, needed: bool) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dspy
 
 from treeqa.data.passage import Passage
-from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
+from treeqa.programs.common import Retrieving, check_ints, check_question, repeat_of, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -104,14 +104,14 @@ class Hop(Retrieving):
             mark = len(failures)
             pred = safe_call(self.generate_query, failures, f"query@hop{hop}", question=question, notes=notes)
             query, fallback = clean_query(pred.query) if pred is not None else "", ""
-            if not query and question.lower() not in (q.lower() for q in queries):
+            if not query and repeat_of(question, queries) is None:
                 query, fallback = question, " [no query written: searched the question]"
             if not query:
                 stop = "no_query"
                 trace.step("reject", note="no query written, and the question was searched already",
                            failures=failures[mark:])
                 break
-            if query.lower() in (q.lower() for q in queries):
+            if repeat_of(query, queries) is not None:
                 stop = "repeated"
                 trace.step("reject", query=query, note="repeats an earlier query: stopped", failures=failures[mark:])
                 break

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import dspy
 
 from treeqa.data.passage import Passage
-from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
+from treeqa.programs.common import Retrieving, check_ints, check_question, repeat_of, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
@@ -120,10 +120,10 @@ class IRCoT(Retrieving):
                 stop = "empty"
                 trace.step("reject", note="the model wrote no sentence")
                 break
-            earlier = [s.lower() for s in sentences]
-            if sentence.lower() in earlier:
+            earlier = repeat_of(sentence, sentences)
+            if earlier is not None:
                 stop = "repeated"
-                trace.step("reject", note=f"{sentence} [repeats step {earlier.index(sentence.lower()) + 1}: stopped]")
+                trace.step("reject", note=f"{sentence} [repeats step {earlier}: stopped]")
                 break
             sentences.append(sentence)
             stated = concluded_answer(sentence)

@@ -10,7 +10,6 @@ Example:
 
 from __future__ import annotations
 
-import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +17,15 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import ContextWindowExceededError
 
-from treeqa.programs.common import Retrieving, check_ints, check_question, is_our_bug, record_failure, safe_call
+from treeqa.programs.common import (
+    Retrieving,
+    check_ints,
+    check_question,
+    is_our_bug,
+    record_failure,
+    safe_call,
+    text_key,
+)
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures.answer import AnswerFromPassages, clean_answer
@@ -41,7 +48,7 @@ class _Run:
     # one entry per agent step that was answered ({"thought", "tool", "args", "search"}) or failed
     # ({"failure"}); "search" is filled by the tool: {"query", "passages", "failure"}
     steps: list[dict[str, Any]] = field(default_factory=list)
-    searched: dict[str, int] = field(default_factory=dict)  # query_key -> the step that first searched it
+    searched: dict[str, int] = field(default_factory=dict)  # text_key -> the step that first searched it
     repeats: int = 0  # searches not made because their query had been searched before
     bug: BaseException | None = None  # an error in treeqa's own code inside the tool (re-raised)
 
@@ -90,7 +97,7 @@ class AgentStep(dspy.Predict):
                 step["args_as_written"] = args
             run.steps.append(step)
             if step["tool"] == search.__name__ and run.repeats >= REPEATS_ANSWERED \
-                    and query_key(unwrapped.get("query")) in run.searched:
+                    and text_key(unwrapped.get("query")) in run.searched:
                 # the agent was asked for a new query and repeated one again: end the search here
                 # (dspy.ReAct stops on `finish` and goes on to the answer)
                 pred.next_tool_name, pred.next_tool_args = FINISH, {}
@@ -125,12 +132,6 @@ def unwrap_schema_echo(args: dict) -> dict:
     return out
 
 
-def query_key(query: Any) -> str:
-    """What makes two queries the same search: their words, lowercased (the embedded model copies
-    its last query, at most changing case or spacing)."""
-    return " ".join(re.findall(r"\w+", str(query or "").lower()))
-
-
 def repeat_observation(step: int) -> str:
     """What the agent is shown instead of a search it already made (`step` counts from 1; the
     trajectory's fields count from 0)."""
@@ -161,8 +162,8 @@ def _search(run: _Run, query: str) -> str:
         found["failure"] = {"where": where, "error": "EmptyQuery", "message": "the agent searched with an empty query"}
         run.failures.append(found["failure"])
         return "The query was empty: search with a few words, such as a name and the fact you need."
-    key = query_key(found["query"])
-    if key == query_key(SEARCH_TOOL_ARGS["query"]):  # the schema copied whole: the description, no query
+    key = text_key(found["query"])
+    if key == text_key(SEARCH_TOOL_ARGS["query"]):  # the schema copied whole: the description, no query
         found["failure"] = {"where": where, "error": "DescriptionAsQuery",
                             "message": "the agent searched with the argument's description instead of a query"}
         run.failures.append(found["failure"])

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dspy
 
 from treeqa.data.passage import Passage
-from treeqa.programs.common import Retrieving, check_ints, check_question, safe_call
+from treeqa.programs.common import Retrieving, check_ints, check_question, repeat_of, safe_call
 from treeqa.programs.steps import StepTrace
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
 from treeqa.signatures.answer import Answer, AnswerFromPassages, clean_answer
 from treeqa.signatures.formatting import format_history, format_passages
-from treeqa.signatures.self_ask import FollowUp, clean_follow_up, same_question
+from treeqa.signatures.self_ask import FollowUp, clean_follow_up
 
 
 class SelfAsk(Retrieving):
@@ -95,7 +95,7 @@ class SelfAsk(Retrieving):
                 stop = "no_follow_up"
                 trace.step("reject", note="a follow-up was wanted but none was written")
                 break
-            earlier = next((i for i, (asked, _) in enumerate(pairs, start=1) if same_question(asked, follow_up)), None)
+            earlier = repeat_of(follow_up, [asked for asked, _ in pairs])
             if earlier is not None:
                 stop = "repeated"
                 trace.step("reject", note=f"{follow_up} [repeats follow-up {earlier}: stopped]")

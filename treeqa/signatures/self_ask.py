@@ -40,10 +40,3 @@ def clean_follow_up(text: str | None) -> str:
         return ""
     follow_up = _LABEL.sub("", " ".join(lines[0].split()))
     return follow_up.strip("\"'`").strip()[:MAX_FOLLOW_UP_CHARS].strip()
-
-
-def same_question(a: str, b: str) -> bool:
-    """Whether two follow-ups ask the same thing, up to case, spacing and the closing mark."""
-    def norm(text: str) -> str:
-        return " ".join(text.lower().split()).rstrip("?. ")
-    return norm(a) == norm(b)
