@@ -108,6 +108,15 @@ def test_reading_is_compared_only_where_both_searches_saw_every_gold_paragraph()
     assert (full["n"], full["a"], full["b"], full["verdict"]) == (2, 50.0, 50.0, NO_DIFFERENCE)
     assert full["ci"][0] < 0 < full["ci"][1]
     assert "| 50.0 / 50.0 (2) [" in comparison_table({"a vs b": cmp}).splitlines()[-1]
+    # q2 alone: A's search had every gold paragraph and B's did not (both answered it); the other
+    # way round, q4 (B's search alone had them, and B's reader missed it)
+    only_a = cmp["em_where_only_a_saw_all_gold"]
+    assert (only_a["n"], only_a["a"], only_a["b"]) == (1, 100.0, 100.0)
+    assert comparison_table({"a vs b": cmp}).splitlines()[-1].endswith("| 100.0 / 100.0 (1) [+0.00, +0.00], "
+                                                                       "p=1: no significant difference |")
+    reverse = compare_records(b, a, keys=("em", "recall@15"))["em_where_only_a_saw_all_gold"]
+    assert (reverse["n"], reverse["a"], reverse["b"]) == (1, 0.0, 100.0)
+    assert "em_where_only_a_saw_all_gold" not in compare_records(a[:1], b[:1], keys=("em", "recall@15"))
     assert "em_given_all_gold" not in compare_records(a, b)  # not asked for
     assert "em_given_all_gold" not in compare_records(a[3:], b[3:], keys=("em", "recall@15"))  # none full
 

@@ -116,18 +116,25 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
 def comparison_table(comparisons: dict[str, dict[str, Any]]) -> str:
     """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table."""
     lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] "
-             "| F1 verdict | EM A / B where both saw all gold (n) [95% CI of A - B], p: verdict |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| F1 verdict | EM A / B where both saw all gold (n) [95% CI of A - B], p: verdict "
+             "| EM A / B where only A saw all gold (n) [95% CI], p: verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for label, c in comparisons.items():
-        em, f1, full = c["em"], c.get("f1"), c.get("em_given_all_gold")
+        em, f1 = c["em"], c.get("f1")
         f1_cells = (f"{f1['diff']:+.2f} [{f1['ci'][0]:+.2f}, {f1['ci'][1]:+.2f}] | {f1['verdict']}" if f1 else "– | –")
-        full_cell = (f"{full['a']} / {full['b']} ({full['n']}) [{full['ci'][0]:+.2f}, {full['ci'][1]:+.2f}]"
-                     + (f", p={full['p_mcnemar']:.3g}: {full['verdict']}" if "p_mcnemar" in full else "")
-                     if full else "–")
+        groups = [_group_cell(c.get(name)) for name in ("em_given_all_gold", "em_where_only_a_saw_all_gold")]
         lines.append(f"| {label} | {c['n']} | {em['diff']:+.2f} [{em['ci'][0]:+.2f}, {em['ci'][1]:+.2f}] | "
                      f"{em['wins']} / {em['losses']} / {em['ties']} | {em['p_mcnemar']:.3g} | {em['verdict']} | "
-                     f"{f1_cells} | {full_cell} |")
+                     f"{f1_cells} | {' | '.join(groups)} |")
     return "\n".join(lines)
+
+
+def _group_cell(group: dict | None) -> str:
+    """EM of A and B on a group of the compared questions (`stats.compare_records`), paired."""
+    if not group:
+        return "–"
+    return (f"{group['a']} / {group['b']} ({group['n']}) [{group['ci'][0]:+.2f}, {group['ci'][1]:+.2f}]"
+            + (f", p={group['p_mcnemar']:.3g}: {group['verdict']}" if "p_mcnemar" in group else ""))
 
 
 def data_line(data: dict[str, str]) -> str:

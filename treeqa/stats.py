@@ -107,7 +107,9 @@ def compare_records(a: Sequence[dict], b: Sequence[dict], keys: Sequence[str] = 
     Only questions both runs answered are compared; `n` says how many. With recall@15 among
     the keys, `em_given_all_gold` compares the two readers where both searches had every gold
     paragraph in their first 15 passages, so a search that finds more is not credited for it:
-    what is left is how well each program answers from evidence that holds the answer.
+    what is left is how well each program answers from evidence that holds the answer;
+    `em_where_only_a_saw_all_gold` compares them where A's search had every gold paragraph and B's
+    did not: whether what A's search found more turned into answers.
     """
     by_id = {r["id"]: r for r in b}
     common = [(r, by_id[r["id"]]) for r in a if r["id"] in by_id]
@@ -126,14 +128,16 @@ def compare_records(a: Sequence[dict], b: Sequence[dict], keys: Sequence[str] = 
         out[key] = entry
     recall = f"recall@{RECALL_K}"
     if recall in keys:
-        full = [(x, y) for x, y in common if x.get(recall) == 1.0 and y.get(recall) == 1.0]
-        if full:
-            cmp = paired_comparison([x["em"] for x, _ in full], [y["em"] for _, y in full], seed=seed)
-            out["em_given_all_gold"] = {"n": len(full),
-                                        "a": round(100 * sum(x["em"] for x, _ in full) / len(full), 2),
-                                        "b": round(100 * sum(y["em"] for _, y in full) / len(full), 2),
-                                        "ci": [round(100 * c, 2) for c in cmp["ci"]],
-                                        "p_mcnemar": round(cmp["p_mcnemar"], 4), "verdict": cmp["verdict"]}
+        groups = {"em_given_all_gold": lambda x, y: x.get(recall) == 1.0 and y.get(recall) == 1.0,
+                  "em_where_only_a_saw_all_gold": lambda x, y: x.get(recall) == 1.0 and y.get(recall, 1.0) < 1.0}
+        for name, member in groups.items():
+            group = [(x, y) for x, y in common if member(x, y)]
+            if group:
+                cmp = paired_comparison([x["em"] for x, _ in group], [y["em"] for _, y in group], seed=seed)
+                out[name] = {"n": len(group), "a": round(100 * sum(x["em"] for x, _ in group) / len(group), 2),
+                             "b": round(100 * sum(y["em"] for _, y in group) / len(group), 2),
+                             "ci": [round(100 * c, 2) for c in cmp["ci"]],
+                             "p_mcnemar": round(cmp["p_mcnemar"], 4), "verdict": cmp["verdict"]}
     return out
 
 
