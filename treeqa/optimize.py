@@ -4,6 +4,8 @@ The run writes to one folder: `zero-shot/` and `compiled/` (per-question predict
 summaries, appended as each question finishes), `compiled.json` (the compiled program),
 and `report.json` / `report.md`. Running the same command again resumes: finished
 questions are skipped and an existing `compiled.json` is loaded instead of recompiled.
+With `zero_shot=False` (`--no-zero-shot`) the zero-shot side is not run and the report holds the
+compiled side alone; a later run with it adds the side.
 """
 
 from __future__ import annotations
