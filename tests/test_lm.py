@@ -9,6 +9,7 @@ import pytest
 from tests.fakes import FakeEndpoint
 from treeqa.lm import LlamaEngine, get_lm, local_engine
 from treeqa.lm import _weights as local_model
+from treeqa.settings import get_settings
 
 
 class FakeLlama:
@@ -243,6 +244,18 @@ def test_prefix_states_are_restored_without_logits_copies():
     fresh, _, computed_fresh = ask("answer", "What is the capital of Peru?")
     assert computed_fresh >= prompt - 1
     assert fresh == text  # a restored state decodes exactly as a fresh one
+
+
+@pytest.mark.integration
+def test_a_prompts_counted_tokens_are_the_ones_the_model_reads():
+    """The demo pool (`one_predictor.demo_pool`) decides what fits the window from this count."""
+    engine = local_engine()
+    messages = [{"role": "system", "content": "Answer with one word. Fields: `answer`, naïve café"},
+                {"role": "user", "content": "Who wrote Hamlet?"}, {"role": "assistant", "content": "Shakespeare"},
+                {"role": "user", "content": "What is the capital of Peru?"}]
+    out = engine.llama.create_chat_completion(messages=messages, temperature=0.0, max_tokens=2)
+    assert engine.count_prompt_tokens(messages) == out["usage"]["prompt_tokens"]
+    assert engine.context_tokens == get_settings().context_size
 
 
 class _Planted:

@@ -3,12 +3,15 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, generic_lm, scripted_lm, use_lm
+from tests.fakes import FakeRetriever, ScriptedEngine, generic_lm, scripted_lm, use_lm
 from treeqa.data import load_examples
+from treeqa.data.corpus import Passage
+from treeqa.lm import request_messages
 from treeqa.optimize import OptimizeSpec, compile_call_bound, plan, run_optimize, stages
 from treeqa.programs import build_program
 from treeqa.teleprompt import RecordedReader, record_reads
 from treeqa.teleprompt.metrics import em_metric
+from treeqa.teleprompt.one_predictor import as_demo, demo_pool
 
 # the first question is answered right, the second wrong: one read to learn from
 ANSWERS = {"cog railway": "1871", "Rigi Railways": "Mount Pilatus"}
@@ -38,8 +41,8 @@ def test_reads_are_recorded_once_and_the_reader_compiled_on_them(fixture_data, t
     assert [r["id"] for r in reads] == [ex.id for ex in train]
     assert set(reads[0]["inputs"]) == {"question", "passages"} and reads[0]["answers"] == ["1871"]
     assert compiled.reader_fit == {"reader": "answer", "teleprompter": "random-search", "recorded": 2,
-                                   "examples": 2, "prepared_em": 50.0, "compiled_em": 100.0, "kept": "compiled",
-                                   "demos": 1}
+                                   "examples": 2, "demo_pool": 2, "prepared_em": 50.0, "compiled_em": 100.0,
+                                   "kept": "compiled", "demos": 1}
     (demo,) = compiled.answer.demos  # the read it got right, with its own passages
     assert demo["answer"] == "1871" and demo["passages"] == reads[0]["inputs"]["passages"]
     searches = len(retriever.queries)
@@ -137,3 +140,64 @@ def test_a_composed_compile_keeps_the_judge_and_compiles_the_reader(fixture_data
     assert "settings_search" in fit and len(saved["answer"]["demos"]) >= 1  # reads it got right
     assert (tmp_path / "O" / "recorded-reads.jsonl").is_file()
     assert result["report"]["compiled"]["n"] == 2
+
+
+class WindowedEngine(ScriptedEngine):
+    """A scripted engine with a context window, counted in words, that fails a prompt over it
+    as llama.cpp does."""
+
+    def __init__(self, respond, window: int):
+        super().__init__(respond)
+        self.context_tokens, self.overflows = window, 0
+
+    def count_prompt_tokens(self, messages):
+        return sum(len(str(m["content"]).split()) for m in messages)
+
+    def complete(self, request):
+        if self.count_prompt_tokens(request_messages(request)) > self.context_tokens:
+            self.overflows += 1
+            raise ValueError(f"Requested tokens exceed context window of {self.context_tokens}")
+        return super().complete(request)
+
+
+def reads(lengths: list[int]) -> list[dspy.Example]:
+    return [dspy.Example(question=f"q{i}", passages=[" ".join(["word"] * n)], answers=[f"a{i}"]
+                         ).with_inputs("question", "passages") for i, n in enumerate(lengths)]
+
+
+def test_demos_are_drawn_only_from_reads_that_fit_the_window_beside_any_read():
+    """Two long reads as demos overflow the longest read's prompt; the pool keeps the reads of
+    which two fit beside it, and every prompt a candidate drawn from the pool makes fits."""
+    engine = WindowedEngine(lambda call: {"answer": "x"}, window=2500)
+    lm = dspy.LM("local/windowed", engine=engine, cache=False, num_retries=0)
+    predictor = dspy.Predict("question, passages: list[str] -> answer")
+    examples = reads([40, 1500, 60, 700])
+    with dspy.context(lm=lm):
+        pool = demo_pool(predictor, examples, max_demos=2)
+        assert [ex.question for ex in pool] == ["q0", "q2"]
+
+        def tokens(demos, example):
+            return engine.count_prompt_tokens(dspy.ChatAdapter().format(
+                predictor.signature, [as_demo(d, predictor.signature) for d in demos], example.inputs().toDict()))
+
+        assert all(tokens([a, b], ex) <= 2500 for a in pool for b in pool for ex in examples)
+        assert tokens([examples[1], examples[3]], examples[1]) > 2500  # what an unbounded draw could make
+        assert demo_pool(predictor, examples, max_demos=0) == examples  # no demos: nothing to bound
+    with dspy.context(lm=scripted_lm(lambda call: {"answer": "x"}, whole_call=True)[0]):
+        assert demo_pool(predictor, examples, max_demos=2) == examples  # a window not known: every read
+
+
+def test_a_read_too_long_to_be_a_demo_is_not_bootstrapped(fixture_data, tmp_path):
+    """The read the reader gets right is the long one: without the window it is the demo (the
+    first test above); here it cannot be, so no demo is bootstrapped and no call overflows."""
+    train = load_examples("hotpotqa", "train", n=2)
+    long = [Passage(f"long{i}", f"Long {i}", " ".join(["railway"] * 300)) for i in range(5)]
+    retriever = FakeRetriever(fixed={train[0].question: long})
+    engine = WindowedEngine(learn, window=1500)
+    lm = dspy.LM("local/windowed", engine=engine, cache=False, num_retries=0)
+    with dspy.context(lm=lm):
+        compiled = RecordedReader(em_metric, record_path=tmp_path / "reads.jsonl", candidates=1).compile(
+            build_program("rta", retriever), trainset=train)
+    fit = compiled.reader_fit
+    assert (fit["examples"], fit["demo_pool"], fit["kept"]) == (2, 1, "prepared")
+    assert compiled.answer.demos == [] and engine.overflows == 0

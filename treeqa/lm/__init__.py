@@ -9,6 +9,7 @@ and verifying the GGUF), `_greedy_grammar` and `_lean_state`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import dspy
 from dspy.clients.lm import _is_openai_reasoning_model  # DSPy's own test of which models refuse a temperature
@@ -136,6 +137,15 @@ def is_embedded(lm) -> bool:
     return isinstance(getattr(lm, "_engine_spec", None), LlamaEngine)
 
 
+def prompt_window(lm) -> tuple[int, Callable[[list[dict]], int]] | None:
+    """(context window in tokens, a counter of a chat prompt's tokens) where `lm`'s engine knows
+    both (the embedded model); None where the window is not known here (an endpoint's server)."""
+    engine = getattr(lm, "_engine_spec", None)
+    window = getattr(engine, "context_tokens", None)
+    count = getattr(engine, "count_prompt_tokens", None)
+    return (int(window), count) if window and callable(count) else None
+
+
 __all__ = ["LOCAL_NAMES", "EndpointLM", "EndpointTimeoutError", "EngineStats", "LlamaEngine", "ModelCorruptError",
            "ModelMissingError", "adapter_for", "configure", "get_lm", "install_model", "is_embedded", "local_engine",
-           "local_model_id", "memory_only_cache", "model_path", "request_messages", "secure_cache"]
+           "local_model_id", "memory_only_cache", "model_path", "prompt_window", "request_messages", "secure_cache"]

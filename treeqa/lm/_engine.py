@@ -162,6 +162,20 @@ class LlamaEngine:
 
         self.llama.eval = counting_eval
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The context window in tokens: a prompt that does not fit it fails the call."""
+        n_ctx = getattr(self.llama, "n_ctx", None)
+        return int(n_ctx()) if callable(n_ctx) else None
+
+    def count_prompt_tokens(self, messages: list[dict]) -> int:
+        """The tokens a chat prompt takes: each message's text and its role markers (5 tokens a
+        message in ChatML, the embedded model's template) and the reply's opening (3)."""
+        def tokens(text: str) -> int:
+            return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+        return sum(tokens(_text_of(m.get("content"))) + 5 for m in messages) + 3
+
     def complete(self, request) -> Response:
         config = request.config
         kwargs = {

@@ -20,6 +20,8 @@ from typing import Any
 import dspy
 from dspy.teleprompt import BootstrapFewShotWithRandomSearch
 
+from treeqa.lm import prompt_window
+
 
 class PredictorCalls:
     """One predictor's outputs during a compile, keyed by everything that decides them (instructions,
@@ -100,14 +102,46 @@ def score(module: dspy.Module, examples: Sequence[dspy.Example], metric, threads
     return float(evaluate(module).score)
 
 
+REPLY_TOKENS = 128  # room left in the window for the reply itself
+
+
+def demo_pool(predictor: dspy.Predict, examples: Sequence[dspy.Example], max_demos: int,
+              lm: dspy.BaseLM | None = None) -> list[dspy.Example]:
+    """The examples that may become demos: those of which `max_demos` beside the longest
+    example's own prompt still fit the model's context window.
+
+    A prompt over the window fails the call, so a candidate given two long reads as demos (two
+    MuSiQue reads fill most of the embedded model's 4,096 tokens) was scored on failures, not on
+    its demos. Counted with the model's own tokenizer where the LM says its window (the embedded
+    model); every example where it does not (an endpoint)."""
+    window = prompt_window(lm or predictor.lm or dspy.settings.lm)
+    examples = list(examples)
+    if window is None or max_demos == 0 or not examples:
+        return examples
+    limit, count = window
+    adapter, signature = dspy.settings.adapter or dspy.ChatAdapter(), predictor.signature
+    bare = [count(adapter.format(signature, [], example.inputs().toDict())) for example in examples]
+    shortest = examples[bare.index(min(bare))].inputs().toDict()
+    room = (limit - max(bare) - REPLY_TOKENS) // max_demos
+    return [example for example in examples
+            if count(adapter.format(signature, [as_demo(example, signature)], shortest)) - min(bare) <= room]
+
+
+def as_demo(example: dspy.Example, signature) -> dict[str, Any]:
+    """The example as a bootstrapped demo would show it: its inputs and the gold as every output."""
+    gold = example.get("answers") or [""]
+    return {**example.inputs().toDict(), **{name: example.get(name, str(gold[0])) for name in signature.output_fields}}
+
+
 def random_search(module: OnePredictor, examples: Sequence[dspy.Example], metric, max_demos: int,
-                  candidates: int, threads: int = 1) -> OnePredictor:
-    """DSPy's BootstrapFewShotWithRandomSearch with demos bootstrapped from the examples the
-    predictor got right only (no labeled demos), every candidate scored on all the examples."""
+                  candidates: int, threads: int = 1, pool: Sequence[dspy.Example] | None = None) -> OnePredictor:
+    """DSPy's BootstrapFewShotWithRandomSearch with demos bootstrapped from the examples of
+    `pool` (default: all) the predictor got right only (no labeled demos), every candidate
+    scored on all the examples."""
     teleprompter = BootstrapFewShotWithRandomSearch(
         metric=metric, max_bootstrapped_demos=max_demos, max_labeled_demos=0, num_candidate_programs=candidates,
         num_threads=threads, max_errors=10_000)
-    return teleprompter.compile(module, trainset=list(examples))
+    return teleprompter.compile(module, trainset=list(examples if pool is None else pool), valset=list(examples))
 
 
 def reported_score(compiled: dspy.Module) -> float | None:

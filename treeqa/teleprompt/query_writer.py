@@ -28,7 +28,7 @@ from dspy.teleprompt.teleprompt import Teleprompter
 from treeqa.annotated import as_passage, usable
 from treeqa.programs.review_run import ReviewRun
 from treeqa.teleprompt.base import Compiler, register
-from treeqa.teleprompt.one_predictor import PredictorCalls, keep_better, random_search, score
+from treeqa.teleprompt.one_predictor import PredictorCalls, demo_pool, keep_better, random_search, score
 
 log = logging.getLogger(__name__)
 PATHS_PER_QUESTION = 2  # each of the first two gold paragraphs alone, the others missing
@@ -111,7 +111,8 @@ class QueryWriterFit(Teleprompter):
         prepared, compiled, kept = keep_better(
             writer, examples, PredictorCalls(self.calls_path),
             lambda module, ex: score(module, ex, metric, self.threads),
-            lambda module, ex: random_search(module, ex, metric, self.max_demos, self.candidates, self.threads))
+            lambda module, ex: random_search(module, ex, metric, self.max_demos, self.candidates, self.threads,
+                                             pool=demo_pool(writer, ex, self.max_demos)))
         program.query_fit = {"writer": name, "examples": len(examples), "width": program.expansion_width,
                              "prepared_hit_rate": round(prepared, 1), "compiled_hit_rate": round(compiled, 1),
                              "kept": kept, "demos": len(writer.demos)}

@@ -8,7 +8,9 @@ out of reach. Most of what decides EM once the search has run is the last call, 
 final reader inputs with its gold answers (a JSONL file, resumed when the compile is run again),
 and then lets a DSPy teleprompter optimise that one predictor on those inputs, each candidate
 scored by EM with one LM call per example. The compiled demos and instructions go back onto
-the program; everything else (a path judge, other predictors' demos) stays as prepared.
+the program; everything else (a path judge, other predictors' demos) stays as prepared. Demos
+are drawn only from reads short enough that they fit the model's window beside any read
+(`one_predictor.demo_pool`).
 Each of the reader's answers is logged beside the reads (`one_predictor.PredictorCalls`), so a
 compile stopped anywhere, or moved to a machine without DSPy's cache, replays them instead of
 calling again; the reader as prepared is kept unless a candidate beats it (`keep_better`).
@@ -27,7 +29,7 @@ from dspy.teleprompt import MIPROv2
 from dspy.teleprompt.teleprompt import Teleprompter
 
 from treeqa.teleprompt.base import Compiler, register
-from treeqa.teleprompt.one_predictor import OnePredictor, PredictorCalls, keep_better, random_search, score
+from treeqa.teleprompt.one_predictor import OnePredictor, PredictorCalls, demo_pool, keep_better, random_search, score
 
 log = logging.getLogger(__name__)
 TELEPROMPTERS = ("random-search", "mipro")
@@ -124,9 +126,15 @@ class RecordedReader(Teleprompter):
         if len(examples) < 2:
             raise ValueError(f"only {len(examples)} train questions reached the reader; a compile needs 2 or more")
         calls = PredictorCalls(self.record_path.with_name("reader-calls.jsonl") if self.record_path else None)
-        prepared_em, compiled_em, kept = keep_better(reader, examples, calls, self._score, self._compile)
+        pool = demo_pool(reader, examples, self.max_demos)
+        if len(pool) < len(examples):
+            log.info("%d of %d recorded reads are short enough to be demos in the model's window",
+                     len(pool), len(examples))
+        prepared_em, compiled_em, kept = keep_better(reader, examples, calls, self._score,
+                                                     lambda module, ex: self._compile(module, ex, pool))
         program.reader_fit = {"reader": name, "teleprompter": self.teleprompter, "recorded": len(reads),
-                              "examples": len(examples), "prepared_em": round(prepared_em, 1),
+                              "examples": len(examples), "demo_pool": len(pool),
+                              "prepared_em": round(prepared_em, 1),
                               "compiled_em": round(compiled_em, 1), "kept": kept, "demos": len(reader.demos)}
         return program
 
@@ -134,14 +142,18 @@ class RecordedReader(Teleprompter):
         """EM (0-100) of `module` on the recorded reads, one call an example."""
         return score(module, examples, self.metric, self.threads)
 
-    def _compile(self, module: OnePredictor, examples: list[dspy.Example]) -> OnePredictor:
+    def _compile(self, module: OnePredictor, examples: list[dspy.Example],
+                 pool: list[dspy.Example]) -> OnePredictor:
         if self.teleprompter == "random-search":
-            return random_search(module, examples, self.metric, self.max_demos, self.candidates, self.threads)
+            return random_search(module, examples, self.metric, self.max_demos, self.candidates, self.threads,
+                                 pool=pool)
         teleprompter = MIPROv2(metric=self.metric, prompt_model=self.prompt_model, auto=None,
-                               num_candidates=self.candidates, max_bootstrapped_demos=self.max_demos,
+                               num_candidates=self.candidates,
+                               max_bootstrapped_demos=self.max_demos if pool else 0,
                                max_labeled_demos=0, num_threads=self.threads, max_errors=10_000, seed=self.seed,
                                verbose=False)
-        return teleprompter.compile(module, trainset=examples, num_trials=self.trials, minibatch=False)
+        return teleprompter.compile(module, trainset=pool or examples, valset=examples,
+                                    num_trials=self.trials, minibatch=False)
 
 
 def _recorded(teleprompter: str):
