@@ -92,6 +92,15 @@ def test_only_a_program_with_the_recorded_search_may_replay_it(tmp_path):
                                   retriever="dense")
     check_same_search(read_recipe(source), read_recipe(other_reading))  # the reading may change
 
+    _, judged_here = _recipe(tmp_path, "judged-here", widths=(3, 2), path_judge=judge)
+    noise = PathJudge(relevance=decision.model_copy(update={"coef": [1.0 + 4e-7] * n}), sufficiency=decision)
+    _, judged_there = _recipe(tmp_path, "judged-there", widths=(3, 2), path_judge=noise.model_dump())
+    check_same_search(read_recipe(judged_here), read_recipe(judged_there))  # refitted on another CPU
+    moved = PathJudge(relevance=decision.model_copy(update={"coef": [1.0 + 1e-3] * n}), sufficiency=decision)
+    _, judged_apart = _recipe(tmp_path, "judged-apart", widths=(3, 2), path_judge=moved.model_dump())
+    with pytest.raises(ReplayError, match="setting path_judge"):
+        check_same_search(read_recipe(judged_here), read_recipe(judged_apart))
+
     _, wider = _recipe(tmp_path, "wider", widths=(3, 3))
     _, judged = _recipe(tmp_path, "judged", widths=(3, 2), path_judge=judge)
     reviewer, taught = _recipe(tmp_path, "taught", widths=(3, 2))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,6 +30,11 @@ from treeqa.retrievers.base import Retriever
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
 READER_SETTINGS = frozenset({"read_top", "max_context_chars", "max_paragraph_chars"})
+# A path judge refitted on the same annotations on another CPU differs in its weights' last digits
+# (MiniLM embeds in float32): on MuSiQue the largest difference was 4.3e-7. A weight moved by
+# 1e-5 moves a standardised score's logit by about 1e-4, a decision only on a path that close to
+# its threshold; a judge fitted on other paths differs in the second digit.
+WEIGHT_TOLERANCE = 1e-5
 
 
 class ReplayError(ValueError):
@@ -86,7 +92,7 @@ def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> N
     program = replayable(recipe.get("program"))
     src_settings, settings = recipe_settings(src_recipe)[0], recipe_settings(recipe)[0]
     for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS):
-        if src_settings.get(key) != settings.get(key):
+        if not same_setting(src_settings.get(key), settings.get(key)):
             problems.append(f"setting {key} differs")
     if src_settings.get("max_evidence") is not None:  # the search stopped early: its last children have no nodes
         problems.append("the recorded run set max_evidence, so its trees do not hold every paragraph it retrieved")
@@ -99,6 +105,17 @@ def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> N
     if problems:
         raise ReplayError("this program's search is not the recorded run's, so its trees cannot be "
                           "replayed:\n  " + "\n  ".join(problems))
+
+
+def same_setting(a: Any, b: Any) -> bool:
+    """Equal, numbers within WEIGHT_TOLERANCE (absolute or relative), through lists and dicts."""
+    if isinstance(a, bool) or isinstance(b, bool) or not all(isinstance(x, (int, float)) for x in (a, b)):
+        if isinstance(a, dict) and isinstance(b, dict):
+            return a.keys() == b.keys() and all(same_setting(a[k], b[k]) for k in a)
+        if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+            return len(a) == len(b) and all(same_setting(x, y) for x, y in zip(a, b, strict=True))
+        return a == b
+    return math.isclose(a, b, rel_tol=WEIGHT_TOLERANCE, abs_tol=WEIGHT_TOLERANCE)
 
 
 def recorded_trees(records: list[dict], reader: str) -> dict[str, dict]:
