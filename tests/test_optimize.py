@@ -143,6 +143,9 @@ def test_plan_counts_calls_without_making_any(scripted, tmp_path):
                               "compiled_max": 30}
     assert scripted._engine_spec.calls == []
     assert not (tmp_path / "p").exists()
+    replayed = run_optimize(_spec(program="tor", dev=30, train=20, zero_shot=False, replay_from="R"),
+                            tmp_path / "p", plan_only=True)["plan"]
+    assert (replayed["zero_shot_max"], replayed["compiled_max"]) == (0, 30)  # one reader call a question
 
 
 def test_call_bounds_follow_the_algorithms():

@@ -200,9 +200,9 @@ def plan(spec: OptimizeSpec) -> dict[str, int]:
     from treeqa.programs import call_bound
 
     per_q = call_bound(spec.program, spec.params, spec.preset)
-    return {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q,
+    return {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q if spec.zero_shot else 0,
             "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
-            "compiled_max": spec.dev * per_q}
+            "compiled_max": spec.dev * (1 if spec.replay_from else per_q)}  # a replay: one reader call
 
 
 def gepa_split(trainset: list) -> tuple[list, list]:
