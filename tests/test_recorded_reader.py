@@ -3,7 +3,7 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, ScriptedEngine, generic_lm, scripted_lm, use_lm
+from tests.fakes import FakeRetriever, ScriptedEngine, generic_lm, generic_responder, scripted_lm, use_lm
 from treeqa.data import load_examples
 from treeqa.data.corpus import Passage
 from treeqa.lm import request_messages
@@ -201,3 +201,30 @@ def test_a_read_too_long_to_be_a_demo_is_not_bootstrapped(fixture_data, tmp_path
     fit = compiled.reader_fit
     assert (fit["examples"], fit["demo_pool"], fit["kept"]) == (2, 1, "prepared")
     assert compiled.answer.demos == [] and engine.overflows == 0
+
+
+def test_mipro_draws_its_demos_from_the_pool_and_scores_every_read(fixture_data, tmp_path):
+    """reader-mipro: with the window known, MIPROv2 bootstraps from the reads that fit only (the
+    long read it answers right would overflow the prompt as a demo) and scores on all of them;
+    without it, MIPROv2 splits the reads its own way."""
+    train = load_examples("hotpotqa", "train", n=2)
+    long = [Passage(f"long{i}", f"Long {i}", " ".join(["railway"] * 300)) for i in range(5)]
+    propose = generic_responder()
+
+    def respond(call):  # the reader as `learn` answers; MIPROv2's proposer gets any well-formed reply
+        return learn(call) if call.kind == "answer" else propose(call)
+
+    engine = WindowedEngine(respond, window=1500)
+    lm = dspy.LM("local/windowed", engine=engine, cache=False, num_retries=0)
+    with dspy.context(lm=lm):
+        compiled = RecordedReader(em_metric, teleprompter="mipro", record_path=tmp_path / "reads.jsonl",
+                                  candidates=2, trials=2, prompt_model=lm).compile(
+            build_program("rta", FakeRetriever(fixed={train[0].question: long})), trainset=train)
+    assert (compiled.reader_fit["teleprompter"], compiled.reader_fit["demo_pool"]) == ("mipro", 1)
+    assert engine.overflows == 0 and compiled.answer.demos == []
+    plain_lm = dspy.LM("local/plain", engine=ScriptedEngine(respond), cache=False, num_retries=0)
+    with dspy.context(lm=plain_lm):  # no window: the long read is a demo, and it teaches the second answer
+        plain = RecordedReader(em_metric, teleprompter="mipro", candidates=2, trials=2, prompt_model=plain_lm).compile(
+            build_program("rta", FakeRetriever(fixed={train[0].question: long})), trainset=train)
+    assert plain.reader_fit["demo_pool"] == 2 and plain.reader_fit["kept"] == "compiled"
+    assert plain.answer.demos[0]["answer"] == "1871"

@@ -152,8 +152,10 @@ class RecordedReader(Teleprompter):
                                max_bootstrapped_demos=self.max_demos if pool else 0,
                                max_labeled_demos=0, num_threads=self.threads, max_errors=10_000, seed=self.seed,
                                verbose=False)
-        return teleprompter.compile(module, trainset=pool or examples, valset=examples,
-                                    num_trials=self.trials, minibatch=False)
+        if len(pool) == len(examples):  # MIPROv2's own split: demos from the first fifth, scored on the rest
+            return teleprompter.compile(module, trainset=examples, num_trials=self.trials, minibatch=False)
+        return teleprompter.compile(module, trainset=pool or examples, valset=examples, num_trials=self.trials,
+                                    minibatch=False)
 
 
 def _recorded(teleprompter: str):
