@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import dspy
 from dspy.clients.lm import _is_openai_reasoning_model  # DSPy's own test of which models refuse a temperature
@@ -19,6 +20,7 @@ from treeqa.lm._endpoint import EndpointLM, EndpointTimeoutError
 from treeqa.lm._engine import EngineStats, LlamaEngine, local_engine, request_messages
 from treeqa.lm._weights import ModelCorruptError, ModelMissingError, model_path
 from treeqa.lm._weights import install as install_model
+from treeqa.lm.adapter import sha256_of
 from treeqa.settings import get_settings
 
 LOCAL_NAMES = ("local", "embedded")
@@ -56,12 +58,24 @@ def memory_only_cache() -> None:
         _cache_secured = True
 
 
+class TrainableJSONAdapter(dspy.JSONAdapter):
+    """DSPy's JSON adapter, able to write fine-tuning data: DSPy 3.4's JSONAdapter raises
+    NotImplementedError there, so `dspy.BootstrapFinetune` could not train a model that answers
+    in JSON. A call becomes the chat the model is sent and, as the assistant's reply, the JSON
+    object the adapter parses (the same fields in the same order)."""
+
+    def format_finetune_data(self, signature, demos, inputs, outputs) -> dict[str, list]:
+        messages = self.format(signature=signature, demos=demos, inputs=inputs)
+        reply = self.format_assistant_message_content(signature=signature, outputs=outputs)
+        return {"messages": [*messages, {"role": "assistant", "content": reply}]}
+
+
 def adapter_for(lm: dspy.BaseLM) -> dspy.Adapter:
     """JSON under a grammar where the engine declares schema support (the embedded model), so
     every output parses; elsewhere DSPy's chat adapter (with its own JSON retry)."""
     engine = getattr(lm, "_engine_spec", None)
     if getattr(engine, "supports_response_schema", False):
-        return dspy.JSONAdapter()
+        return TrainableJSONAdapter()
     return dspy.ChatAdapter()
 
 
@@ -72,28 +86,44 @@ def configure(name: str = "local", **kwargs) -> dspy.LM:
     return lm
 
 
-def local_model_id() -> str:
-    """The model string DSPy caches under: it names the exact weights, so new weights miss the cache."""
+def local_model_id(adapter: Path | None = None) -> str:
+    """The model string DSPy caches under: it names the exact weights (and the LoRA adapter's
+    hash, where one is added), so new weights miss the cache."""
     path = _weights.model_path()
     if path == _weights.assembled_path():
-        return f"local/{_weights.MODEL_NAME}-{_weights.SHA256[:12]}"
-    stat = path.stat()
-    return f"local/{path.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+        name = f"local/{_weights.MODEL_NAME}-{_weights.SHA256[:12]}"
+    else:
+        stat = path.stat()
+        name = f"local/{path.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+    return f"{name}+lora-{sha256_of(Path(adapter))[:12]}" if adapter is not None else name
+
+
+def base_model_sha256() -> str:
+    """The hash an adapter records as its base: the embedded GGUF's, or a user's own file's."""
+    path = _weights.model_path()
+    return _weights.SHA256 if path == _weights.assembled_path() else _weights.sha256_of(path)
 
 
 def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | None = None,
-           cache: bool = True, **kwargs) -> dspy.LM:
+           cache: bool = True, adapter: str | Path | None = None, **kwargs) -> dspy.LM:
     """A `dspy.LM` for `name`.
 
     "local" (or "embedded") is the in-process model; any other name is handed to `dspy.LM`
     (e.g. "openai/gpt-4o-mini", or "hosted_vllm/Qwen2.5-7B-Instruct" with `api_base`).
+    `adapter` (embedded model only) is a LoRA adapter in llama.cpp's GGUF format that the
+    engine adds to the weights; its calls are cached apart from the base model's.
     """
     if not name or not name.strip():
         raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
     secure_cache()
     if name in LOCAL_NAMES:
-        engine = local_engine()
-        return dspy.LM(local_model_id(), engine=engine, cache=cache, temperature=0.0, num_retries=0, **kwargs)
+        from treeqa.lm.provider import EmbeddedProvider
+
+        engine = local_engine(adapter=str(adapter)) if adapter is not None else local_engine()
+        return dspy.LM(local_model_id(adapter), engine=engine, cache=cache, temperature=0.0, num_retries=0,
+                       provider=EmbeddedProvider(), **kwargs)
+    if adapter is not None:
+        raise ValueError("a LoRA adapter is added to the embedded model only; an endpoint serves its own weights")
     if api_base:
         kwargs["api_base"] = api_base
         name = server_dialect(name, api_base)
@@ -146,6 +176,7 @@ def prompt_window(lm) -> tuple[int, Callable[[list[dict]], int]] | None:
     return (int(window), count) if window and callable(count) else None
 
 
-__all__ = ["LOCAL_NAMES", "EndpointLM", "EndpointTimeoutError", "EngineStats", "LlamaEngine", "ModelCorruptError",
-           "ModelMissingError", "adapter_for", "configure", "get_lm", "install_model", "is_embedded", "local_engine",
-           "local_model_id", "memory_only_cache", "model_path", "prompt_window", "request_messages", "secure_cache"]
+__all__ = ["EndpointLM", "EndpointTimeoutError", "EngineStats", "LOCAL_NAMES", "LlamaEngine", "ModelCorruptError",
+           "ModelMissingError", "TrainableJSONAdapter", "adapter_for", "base_model_sha256", "configure", "get_lm",
+           "install_model", "is_embedded", "local_engine", "local_model_id", "memory_only_cache", "model_path",
+           "prompt_window", "request_messages", "secure_cache"]

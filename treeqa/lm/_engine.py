@@ -109,6 +109,8 @@ class LlamaEngine:
         n_threads: CPU threads; defaults to `TREEQA_THREADS`.
         n_ctx: context window in tokens.
         kv_cache_mb: RAM for saved prefix states; 0 turns the state cache off.
+        adapter: a LoRA adapter (llama.cpp's GGUF format, `treeqa.lm.adapter`) added to the
+            weights for every call of this engine; its file is read into RAM (no mmap then).
         llama: an object with llama_cpp.Llama's `create_chat_completion` (tests pass a fake).
     """
 
@@ -118,22 +120,23 @@ class LlamaEngine:
 
     def __init__(self, model_path: Path | None = None, n_threads: int | None = None,
                  n_ctx: int | None = None, kv_cache_mb: int | None = None, max_tokens: int | None = None,
-                 llama=None):
+                 adapter: Path | str | None = None, llama=None):
         settings = get_settings()
         self.max_tokens = max_tokens or settings.max_tokens
         self.stats = EngineStats()
         self._lock = threading.Lock()
         self._grammars: dict[str, object] = {}
+        self.adapter = Path(adapter) if adapter is not None else None
         if llama is None:
             llama = self._load(model_path or local_model.model_path(), n_threads or settings.threads,
                                n_ctx or settings.context_size,
-                               settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb)
+                               settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb, self.adapter)
         self.llama = llama
         self._decoding = getattr(llama, "treeqa_decoding", None)  # set by greedy_grammar.install
         self._count_evaluated_tokens()
 
     @staticmethod
-    def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int):
+    def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int, adapter: Path | None = None):
         import llama_cpp
 
         amx = ggml_has_amx()
@@ -142,7 +145,8 @@ class LlamaEngine:
                         "Xeons: loading without extra buffer types (`make install` rebuilds without them)")
         with _extra_buffer_types_off() if amx else nullcontext():
             llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads,
-                                    n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False)
+                                    n_threads_batch=n_threads, n_batch=512, seed=0, verbose=False,
+                                    lora_path=str(adapter) if adapter is not None else None)
         if kv_cache_mb > 0:
             llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=kv_cache_mb << 20))
         lean_state.install(llama)

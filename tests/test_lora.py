@@ -1,0 +1,186 @@
+"""LoRA training of the reader (treeqa.lm.lora, .adapter, .provider) on a tiny random Qwen2
+model: the split forward pass equals the model's own, training lowers the answer loss and
+touches only the top layers, a killed training resumes to the same weights, the adapter is
+written in llama.cpp's layout and refused when it changed."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from treeqa.lm.adapter import AdapterError, AdapterRef, read_adapter, write_adapter  # noqa: E402
+from treeqa.lm.lora import LoraRecipe, LoraTrainer, TokenizedExample, chat_tokens  # noqa: E402
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+WORDS = ["system", "user", "assistant", "question", "passages", "answer", "paris", "rome", "capital", "of",
+         "france", "italy", "what", "is", "the", "{", "}", ":", '"', "\n"]
+
+
+def tiny_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(["<unk>", "<|im_start|>", "<|im_end|>", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                 pre_tokenizers.Punctuation()])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<|im_end|>")
+    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    fast.chat_template = CHATML
+    return fast
+
+
+def tiny_model(layers: int = 4, seed: int = 0):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         tie_word_embeddings=False, attn_implementation="sdpa")
+    model = Qwen2ForCausalLM(config).float().eval()
+    with torch.no_grad():  # at the default 0.02 a 32-wide head cannot move a logit by more than ~1
+        model.lm_head.weight.normal_(0, 1.0)
+    return model
+
+
+def examples(n: int = 8) -> list[TokenizedExample]:
+    out = []
+    for i in range(n):
+        prompt = [1, 3 + i % 5, 4, 5, 6, 7 + i % 3, 8, 2, 1, 5]
+        out.append(TokenizedExample(prompt=prompt, answer=[18 + i % 2, 2]))
+    return out
+
+
+def test_chat_tokens_split_prompt_and_answer_at_the_assistant_turn():
+    tok = tiny_tokenizer()
+    chat = [{"role": "user", "content": "what is the capital of france"},
+            {"role": "assistant", "content": '{"answer": "paris"}'}]
+    ex = chat_tokens(tok, chat)
+    assert tok.decode(ex.prompt).replace(" ", "").endswith("<|im_start|>assistant")
+    assert tok.convert_ids_to_tokens(ex.answer)[-1] == "<|im_end|>"  # the model learns to stop
+    assert "paris" in tok.convert_ids_to_tokens(ex.answer)
+    with pytest.raises(ValueError, match="assistant"):
+        chat_tokens(tok, chat[:1])
+
+
+def test_split_forward_equals_the_models_own(tmp_path):
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=2), "tiny", tmp_path)
+    with torch.no_grad():  # LoRA B starts at zero: give it weights so the top layers differ from the base
+        for p in trainer.trainable():
+            p.normal_(0, 0.1)
+    ex = examples(1)[0]
+    split = trainer.answer_loss(ex, trainer.lower_hidden(ex))
+    assert float(split) == pytest.approx(float(trainer.full_loss(ex)), abs=1e-5)
+    assert trainer.cache.get(ex) is not None  # the lower layers' output was kept
+
+
+def test_training_lowers_the_answer_loss_and_trains_only_the_top_layers(tmp_path):
+    model = tiny_model()
+    lower_before = [p.detach().clone() for p in model.model.layers[0].parameters()]
+    trainer = LoraTrainer(model, tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=6,
+                                                              learning_rate=3e-2, accumulate=2), "tiny", tmp_path)
+    names = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    assert names and all(".layers.2." in n or ".layers.3." in n for n in names)
+    report = trainer.train(examples(), progress=False)
+    assert report.finished and report.steps_done == report.steps_total == 48
+    assert report.last_loss < 0.5 * report.first_loss
+    assert all(torch.equal(a, b) for a, b in zip(lower_before, model.model.layers[0].parameters(), strict=True))
+
+
+def test_a_killed_training_resumes_to_the_same_weights(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=2, learning_rate=5e-3, accumulate=2)
+    whole = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path / "whole")
+    whole.train(examples(), progress=False)
+
+    class Killed(Exception):
+        pass
+
+    def kill_at(step, loss):
+        if step == 7:
+            raise Killed
+
+    first = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path / "killed")
+    with pytest.raises(Killed):
+        first.train(examples(), progress=False, checkpoint_every=4, on_step=kill_at)
+    steps = []
+    second = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path / "killed")
+    report = second.train(examples(), progress=False, on_step=lambda step, loss: steps.append(step))
+    assert steps[0] == 5  # resumed after the last checkpoint (4), not from the start
+    assert report.finished
+    for key, value in whole.lora_state().items():
+        assert torch.allclose(value, second.lora_state()[key], atol=1e-6), key
+
+
+def test_a_checkpoint_of_other_examples_is_not_resumed(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1)
+    LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(examples(4), progress=False)
+    steps = []
+    LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(6), progress=False, on_step=lambda step, loss: steps.append(step))
+    assert steps[0] == 1
+
+
+def test_a_budget_stops_early_with_a_checkpoint(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1, epochs=3)
+    report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(), budget_s=0.0, progress=False)
+    assert not report.finished and report.steps_done == 0
+    assert (tmp_path / "checkpoint.pt").is_file()
+
+
+def test_too_long_examples_are_skipped_and_counted(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1, max_tokens=12)
+    long = TokenizedExample(prompt=list(range(1, 15)), answer=[18, 2])  # 16 tokens
+    report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        [*examples(2), long], progress=False)
+    assert report.examples == 2 and report.skipped_too_long == 1
+
+
+def test_recipe_refuses_nonsense():
+    with pytest.raises(ValueError, match="top_layers"):
+        LoraRecipe(top_layers=0)
+    with pytest.raises(ValueError, match="targets"):
+        LoraRecipe(targets=("lm_head",))
+
+
+def test_adapter_is_written_in_llama_cpps_layout(tmp_path):
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=2), "tiny", tmp_path)
+    path = write_adapter(trainer.lora_state(), tmp_path / "adapter.gguf", alpha=8)
+    meta = read_adapter(path)
+    assert meta["architecture"] == "qwen2" and meta["alpha"] == pytest.approx(8.0)
+    shapes = meta["shapes"]
+    assert len(shapes) == 2 * 2 * 7  # two layers, seven projections, A and B
+    # ggml's order (ne0 first): lora_a is (in, rank), lora_b (rank, out): what llama.cpp checks
+    assert shapes["blk.3.attn_q.weight.lora_a"] == (32, 4)
+    assert shapes["blk.3.attn_k.weight.lora_b"] == (4, 16)  # 2 kv heads of 8
+    assert shapes["blk.2.ffn_down.weight.lora_a"] == (64, 4)
+    assert not any(name.startswith("blk.0.") or name.startswith("blk.1.") for name in shapes)
+
+
+def test_adapter_ref_refuses_a_missing_changed_or_foreign_adapter(tmp_path):
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=1), "tiny", tmp_path)
+    path = write_adapter(trainer.lora_state(), tmp_path / "run" / "adapter.gguf", alpha=8)
+    ref = AdapterRef.of(path, tmp_path / "run", "base-sha", ["answer"])
+    assert ref.file == "adapter.gguf"
+    assert AdapterRef.from_dict(json.loads(json.dumps(ref.to_dict())), "x") == ref
+    assert ref.verified_path(tmp_path / "run", "base-sha") == path
+    with pytest.raises(AdapterError, match="trained on base model"):
+        ref.verified_path(tmp_path / "run", "other-sha")
+    with open(path, "r+b") as fh:  # same size, one byte changed
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 1]))
+    with pytest.raises(AdapterError, match="changed since it was trained"):
+        ref.verified_path(tmp_path / "run", "base-sha")
+    path.unlink()
+    with pytest.raises(AdapterError, match="missing"):
+        ref.verified_path(tmp_path / "run", "base-sha")
+    with pytest.raises(AdapterError, match="beside the compiled file"):
+        AdapterRef.from_dict({**ref.to_dict(), "file": "../elsewhere.gguf"}, "x")
+    (tmp_path / "junk.gguf").write_bytes(b"not a gguf")
+    with pytest.raises(AdapterError, match="not a GGUF"):
+        read_adapter(tmp_path / "junk.gguf")

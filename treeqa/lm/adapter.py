@@ -1,0 +1,154 @@
+"""LoRA adapters for the embedded model: written in llama.cpp's GGUF adapter format, recorded
+with their size and sha256, and checked before the engine loads them.
+
+llama.cpp reads an adapter as a GGUF file with `general.type = "adapter"`, the base model's
+architecture, `adapter.type = "lora"` and `adapter.lora.alpha` (a float32), and for each
+adapted weight `blk.N.<name>.weight.lora_a` (rank x in) and `.lora_b` (out x rank); it scales
+the update by alpha / rank, as peft does. A compiled program names its adapter by a path
+relative to the compiled file, with the hash: a missing or changed file is a one-line error,
+never a silently different model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Hugging Face projection names -> llama.cpp's tensor names (Qwen2 / Llama layout)
+GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
+              "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+_PEFT_KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
+MAX_ADAPTER_BYTES = 512 << 20  # a rank-64 adapter on every layer of a 1.5B model is ~150 MB
+
+
+class AdapterError(ValueError):
+    """An adapter that is missing, changed since it was recorded, or not one llama.cpp reads."""
+
+
+def gguf_tensors(lora_state: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp tensor name -> float32 array, from a peft LoRA state dict."""
+    out = {}
+    for key, value in lora_state.items():
+        match = _PEFT_KEY.search(key)
+        if not match:
+            raise AdapterError(f"not a LoRA weight of a known projection: {key}")
+        layer, proj, which = match.groups()
+        if proj not in GGUF_NAMES:
+            raise AdapterError(f"no llama.cpp name for the projection {proj!r}")
+        out[f"blk.{layer}.{GGUF_NAMES[proj]}.weight.lora_{which.lower()}"] = (
+            value.detach().float().cpu().numpy())
+    if not out:
+        raise AdapterError("the LoRA state holds no weights")
+    return out
+
+
+def write_adapter(lora_state: dict[str, Any], path: str | Path, *, alpha: float, architecture: str = "qwen2",
+                  name: str = "treeqa-lora") -> Path:
+    """Write a peft LoRA state dict as a llama.cpp GGUF adapter at `path` (atomically)."""
+    import gguf
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    writer = gguf.GGUFWriter(str(tmp), architecture)
+    writer.add_string("general.type", "adapter")
+    writer.add_string("general.name", name)
+    writer.add_string("adapter.type", "lora")
+    writer.add_float32("adapter.lora.alpha", float(alpha))
+    for tensor_name, array in sorted(gguf_tensors(lora_state).items()):
+        writer.add_tensor(tensor_name, array)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(path)
+    return path
+
+
+def read_adapter(path: str | Path) -> dict[str, Any]:
+    """(metadata, tensor shapes) of a GGUF adapter, refusing what llama.cpp would not load."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the same answer: not an adapter
+        raise AdapterError(f"{path}: not a GGUF file ({type(exc).__name__}: {exc})") from None
+
+    def field(key: str):
+        f = reader.fields.get(key)
+        return None if f is None else f.contents()
+
+    if field("general.type") != "adapter" or field("adapter.type") != "lora":
+        raise AdapterError(f"{path}: not a LoRA adapter (general.type={field('general.type')!r})")
+    shapes = {t.name: tuple(int(d) for d in t.shape) for t in reader.tensors}
+    return {"architecture": field("general.architecture"), "alpha": field("adapter.lora.alpha"), "shapes": shapes}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(8 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class AdapterRef:
+    """An adapter as a compiled program records it.
+
+    Args:
+        file: the adapter's path, relative to the compiled file's folder.
+        sha256: its hash when it was written.
+        bytes: its size.
+        base_sha256: the base model it was trained on (the embedded GGUF's hash).
+        predictors: the predictors that answer through it.
+    """
+
+    file: str
+    sha256: str
+    bytes: int
+    base_sha256: str
+    predictors: tuple[str, ...]
+
+    @classmethod
+    def of(cls, path: Path, relative_to: Path, base_sha256: str, predictors) -> AdapterRef:
+        path = Path(path)
+        return cls(file=str(path.resolve().relative_to(Path(relative_to).resolve())), sha256=sha256_of(path),
+                   bytes=path.stat().st_size, base_sha256=base_sha256, predictors=tuple(predictors))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256, "bytes": self.bytes, "base_sha256": self.base_sha256,
+                "predictors": list(self.predictors)}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> AdapterRef:
+        if not isinstance(data, dict):
+            raise AdapterError(f"{where}: 'adapter' must be an object")
+        try:
+            ref = cls(file=str(data["file"]), sha256=str(data["sha256"]), bytes=int(data["bytes"]),
+                      base_sha256=str(data["base_sha256"]), predictors=tuple(str(p) for p in data["predictors"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AdapterError(f"{where}: 'adapter' needs file, sha256, bytes, base_sha256 and predictors "
+                               f"({exc})") from None
+        if Path(ref.file).is_absolute() or ".." in Path(ref.file).parts:
+            raise AdapterError(f"{where}: the adapter must sit beside the compiled file, not at {ref.file!r}")
+        return ref
+
+    def verified_path(self, folder: Path, base_sha256: str) -> Path:
+        """The adapter's path once its size and hash match the record and it was trained on
+        this base model; otherwise a one-line AdapterError naming what differs."""
+        path = Path(folder) / self.file
+        if not path.is_file():
+            raise AdapterError(f"adapter {path} is missing (the compiled program was trained with it)")
+        size = path.stat().st_size
+        if size != self.bytes or size > MAX_ADAPTER_BYTES:
+            raise AdapterError(f"adapter {path} is {size:,} bytes, the compiled program recorded {self.bytes:,}")
+        if sha256_of(path) != self.sha256:
+            raise AdapterError(f"adapter {path} changed since it was trained (sha256 differs from the record)")
+        if self.base_sha256 != base_sha256:
+            raise AdapterError(f"adapter {path} was trained on base model {self.base_sha256[:12]}, "
+                               f"this engine runs {base_sha256[:12]}")
+        return path

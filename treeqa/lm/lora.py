@@ -1,0 +1,393 @@
+"""Train a LoRA adapter for the embedded model on a CPU: chat examples in, a GGUF adapter out.
+
+Why this shape: on two cores a full training step of the 1.5B model over a 512-token read
+costs ~41 s, and most of it is the frozen lower layers, which compute the same thing every
+epoch. So only the top `top_layers` decoder layers carry LoRA; the hidden states entering them
+are computed once per example and kept on disk (`LayerCache`), after which the lower layers
+leave memory; the loss is on the answer tokens only, and the vocabulary projection runs on
+those positions alone. Training checkpoints every few steps (`checkpoint.pt`) and a killed run
+resumes there; a time budget ends it early with what was learned so far.
+
+The model is read from the same GGUF llama.cpp serves (transformers dequantises it), so the
+adapter is trained against the weights it will be added to. `treeqa.lm.adapter` writes it in
+llama.cpp's LoRA format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import resource
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class LoraRecipe:
+    """What is trained and how.
+
+    Args:
+        rank: LoRA rank r.
+        alpha: LoRA alpha; the update is scaled by alpha / rank (as llama.cpp applies it).
+        top_layers: how many of the last decoder layers carry LoRA; the rest are frozen and
+            computed once per example.
+        targets: the projections of those layers that get LoRA.
+        learning_rate: AdamW's learning rate (linear warm-up over the first 10% of steps, then
+            linear decay to 0).
+        epochs: passes over the examples.
+        accumulate: examples per optimizer step (batch size 1, gradients accumulated).
+        max_tokens: an example longer than this (prompt and answer) is skipped and counted:
+            cutting a read would train the model to answer from text it was not shown.
+        seed: shuffling and LoRA initialisation.
+    """
+
+    rank: int = 16
+    alpha: float = 32.0
+    top_layers: int = 4
+    targets: tuple[str, ...] = TARGET_MODULES
+    learning_rate: float = 2e-4
+    epochs: int = 1
+    accumulate: int = 4
+    max_tokens: int = 2048
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("rank", "top_layers", "epochs", "accumulate", "max_tokens"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"LoRA recipe: {name} must be at least 1, got {getattr(self, name)!r}")
+        if not self.learning_rate > 0 or not self.alpha > 0:
+            raise ValueError("LoRA recipe: learning_rate and alpha must be positive")
+        unknown = set(self.targets) - set(TARGET_MODULES)
+        if unknown or not self.targets:
+            raise ValueError(f"LoRA recipe: targets must be among {', '.join(TARGET_MODULES)}; got {self.targets!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "targets": list(self.targets)}
+
+
+@dataclass
+class TokenizedExample:
+    """One training example: the prompt's token ids and the answer's (the loss is on the answer)."""
+
+    prompt: list[int]
+    answer: list[int]
+
+    def __len__(self) -> int:
+        return len(self.prompt) + len(self.answer)
+
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps([self.prompt, self.answer]).encode()).hexdigest()
+
+
+@dataclass
+class TrainReport:
+    """What a training did: figures a benchmark prints and `compiled.json` records."""
+
+    examples: int
+    skipped_too_long: int
+    steps_done: int
+    steps_total: int
+    seconds: float
+    seconds_caching: float
+    seconds_training: float
+    mean_tokens: float
+    first_loss: float | None
+    last_loss: float | None
+    peak_rss_gb: float
+    finished: bool
+    losses: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def seconds_per_example(self) -> float:
+        """Wall seconds per example-epoch, caching included."""
+        done = self.steps_done  # steps are examples here (one example a backward pass)
+        return self.seconds / done if done else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("losses")
+        out["seconds_per_example"] = round(self.seconds_per_example, 2)
+        return out
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20)
+
+
+def chat_tokens(tokenizer, messages: Sequence[dict[str, str]]) -> TokenizedExample:
+    """Prompt and answer token ids of a chat whose last message is the assistant's answer,
+    formatted by the model's own chat template (the one llama.cpp applies when serving): the
+    prompt ends with the assistant turn's opening, the answer ends with the end-of-turn token
+    so the model learns to stop."""
+    messages = [dict(m) for m in messages]
+    if not messages or messages[-1].get("role") != "assistant":
+        raise ValueError("a training chat must end with the assistant's message")
+    prompt_text = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+    full_text = tokenizer.apply_chat_template(messages, tokenize=False)
+    if not full_text.startswith(prompt_text):
+        raise ValueError("the chat template does not render the prompt as a prefix of the whole chat")
+    answer_text = full_text[len(prompt_text):].rstrip("\n")  # up to and with the end-of-turn marker
+    prompt = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+    answer = tokenizer(answer_text, add_special_tokens=False)["input_ids"]
+    return TokenizedExample(list(prompt), list(answer))
+
+
+def decoder_layers(model):
+    """The decoder layers of a causal LM (Qwen2/Llama layout: model.model.layers)."""
+    return model.get_decoder().layers
+
+
+def run_layers(model, layers, hidden, position_ids):
+    """Run `layers` over `hidden` (batch 1, causal), with the model's rotary embeddings."""
+    position_embeddings = model.get_decoder().rotary_emb(hidden, position_ids)
+    for layer in layers:
+        out = layer(hidden, attention_mask=None, position_ids=position_ids, position_embeddings=position_embeddings)
+        hidden = out[0] if isinstance(out, tuple) else out
+    return hidden
+
+
+class LayerCache:
+    """The hidden states entering the trained layers, one file per example, keyed by the base
+    weights, the split point and the example's tokens (a change of any of them is a miss)."""
+
+    def __init__(self, folder: Path, base_id: str, split: int):
+        self.folder = Path(folder) / hashlib.sha256(f"{base_id}:{split}".encode()).hexdigest()[:16]
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, example: TokenizedExample) -> Path:
+        return self.folder / f"{example.key()[:32]}.pt"
+
+    def get(self, example: TokenizedExample):
+        import torch
+
+        path = self.path(example)
+        if not path.is_file():
+            return None
+        try:
+            hidden = torch.load(path, weights_only=True)
+        except Exception:  # noqa: BLE001 - a torn file from a killed run: computed again
+            return None
+        return hidden if hidden.shape[1] == len(example) else None
+
+    def put(self, example: TokenizedExample, hidden) -> None:
+        import torch
+
+        path = self.path(example)
+        tmp = path.with_suffix(".tmp")
+        torch.save(hidden.contiguous(), tmp)
+        os.replace(tmp, path)
+
+
+def _lr_at(step: int, total: int, peak: float) -> float:
+    warmup = max(1, total // 10)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * max(0.0, (total - step) / max(1, total - warmup))
+
+
+class LoraTrainer:
+    """LoRA on the top layers of a transformers causal LM (see module doc).
+
+    Args:
+        model: a transformers causal LM in float32 (`load_gguf_model` reads the embedded one).
+        tokenizer: its tokenizer, with the chat template.
+        recipe: the LoraRecipe.
+        base_id: names the base weights (the GGUF's sha256): the layer cache is keyed by it.
+        work_dir: checkpoints live here.
+        cache_dir: the layer cache (gigabytes for hundreds of examples: keep it out of a run
+            folder that is committed); default `work_dir/layer-cache`.
+    """
+
+    def __init__(self, model, tokenizer, recipe: LoraRecipe, base_id: str, work_dir: str | Path,
+                 cache_dir: str | Path | None = None):
+        import torch
+        from peft import LoraConfig, get_peft_model
+
+        self.recipe, self.tokenizer, self.base_id = recipe, tokenizer, base_id
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        n_layers = len(decoder_layers(model))
+        if recipe.top_layers > n_layers:
+            raise ValueError(f"LoRA recipe: top_layers={recipe.top_layers} but the model has {n_layers} layers")
+        self.split = n_layers - recipe.top_layers
+        torch.manual_seed(recipe.seed)
+        config = LoraConfig(r=recipe.rank, lora_alpha=recipe.alpha, lora_dropout=0.0, bias="none",
+                            target_modules=list(recipe.targets), layers_to_transform=list(range(self.split, n_layers)),
+                            task_type="CAUSAL_LM")
+        model.requires_grad_(False)
+        self.model = get_peft_model(model, config)
+        self.base = self.model.get_base_model()
+        self.cache = LayerCache(Path(cache_dir) if cache_dir else self.work_dir / "layer-cache", base_id, self.split)
+
+    # -- the two halves of the forward pass ------------------------------------------------
+    def lower_hidden(self, example: TokenizedExample):
+        """The hidden states entering layer `split`, from the cache or computed (no grad)."""
+        import torch
+
+        hidden = self.cache.get(example)
+        if hidden is not None:
+            return hidden
+        ids = torch.tensor([example.prompt + example.answer])
+        with torch.no_grad():
+            hidden = self.base.get_input_embeddings()(ids)
+            positions = torch.arange(ids.shape[1]).unsqueeze(0)
+            hidden = run_layers(self.base, decoder_layers(self.base)[: self.split], hidden, positions)
+        self.cache.put(example, hidden)
+        return hidden
+
+    def answer_loss(self, example: TokenizedExample, hidden):
+        """Mean cross-entropy of the answer tokens, through the trained layers."""
+        import torch
+        import torch.nn.functional as F
+
+        positions = torch.arange(hidden.shape[1]).unsqueeze(0)
+        top = run_layers(self.base, decoder_layers(self.base)[self.split:], hidden, positions)
+        start = len(example.prompt) - 1  # the position that predicts the first answer token
+        states = self.base.get_decoder().norm(top[0, start:start + len(example.answer)])
+        logits = self.base.get_output_embeddings()(states)
+        return F.cross_entropy(logits.float(), torch.tensor(example.answer))
+
+    def full_loss(self, example: TokenizedExample):
+        """The same loss through the model's own forward pass (for checking the split path)."""
+        import torch
+        import torch.nn.functional as F
+
+        ids = torch.tensor([example.prompt + example.answer])
+        logits = self.model(input_ids=ids).logits[0]
+        start = len(example.prompt) - 1
+        return F.cross_entropy(logits[start:start + len(example.answer)].float(), torch.tensor(example.answer))
+
+    # -- training ------------------------------------------------------------------------
+    def trainable(self):
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def fingerprint(self, examples: Sequence[TokenizedExample]) -> str:
+        digest = hashlib.sha256(json.dumps({"base": self.base_id, "recipe": self.recipe.to_dict()}).encode())
+        for example in examples:
+            digest.update(example.key().encode())
+        return digest.hexdigest()
+
+    def train(self, examples: Sequence[TokenizedExample], *, budget_s: float | None = None,
+              checkpoint_every: int = 8, progress: bool = True,
+              on_step: Callable[[int, float], None] | None = None) -> TrainReport:
+        """Train on `examples` (resuming from `work_dir/checkpoint.pt` when it is of the same
+        examples, recipe and base); stops early, checkpointed, when `budget_s` is spent."""
+        import torch
+        from tqdm import tqdm
+
+        started = time.perf_counter()
+        recipe = self.recipe
+        kept = [ex for ex in examples if len(ex) <= recipe.max_tokens and ex.answer]
+        skipped = len(examples) - len(kept)
+        if not kept:
+            raise ValueError(f"no training example fits {recipe.max_tokens} tokens ({len(examples)} given)")
+        order = []
+        rng = random.Random(recipe.seed)
+        for _ in range(recipe.epochs):
+            epoch = list(range(len(kept)))
+            rng.shuffle(epoch)
+            order += epoch
+        total = len(order)
+        updates = math.ceil(total / recipe.accumulate)
+        optimizer = torch.optim.AdamW(self.trainable(), lr=recipe.learning_rate, weight_decay=0.0)
+        fingerprint = self.fingerprint(kept)
+        step, losses = self._resume(optimizer, fingerprint)
+
+        caching = 0.0
+        for i in range(step, len(kept)) if recipe.epochs > 1 else ():  # warm the cache first: then the lower
+            t0 = time.perf_counter()                                      # layers can leave memory
+            self.lower_hidden(kept[i])
+            caching += time.perf_counter() - t0
+        bar = tqdm(total=total, initial=step, desc="training LoRA", unit="ex", disable=not progress)
+        self.model.train()
+        optimizer.zero_grad()
+        training = 0.0
+        finished = True
+        try:
+            while step < total:
+                if budget_s is not None and time.perf_counter() - started > budget_s:
+                    finished = False
+                    break
+                example = kept[order[step]]
+                t0 = time.perf_counter()
+                hidden = self.lower_hidden(example)
+                t1 = time.perf_counter()
+                loss = self.answer_loss(example, hidden)
+                (loss / recipe.accumulate).backward()
+                step += 1
+                losses.append(float(loss))
+                if step % recipe.accumulate == 0 or step == total:
+                    for group in optimizer.param_groups:
+                        group["lr"] = _lr_at((step - 1) // recipe.accumulate, updates, recipe.learning_rate)
+                    torch.nn.utils.clip_grad_norm_(self.trainable(), 1.0)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    if (step // recipe.accumulate) % max(1, checkpoint_every // recipe.accumulate) == 0:
+                        self._checkpoint(optimizer, fingerprint, step, losses)
+                caching += t1 - t0
+                training += time.perf_counter() - t1
+                bar.set_postfix(loss=f"{sum(losses[-16:]) / len(losses[-16:]):.3f}")
+                bar.update()
+                if on_step is not None:
+                    on_step(step, float(loss))
+        finally:
+            bar.close()
+        if step % recipe.accumulate:  # a partial accumulation at a budget stop: not applied
+            optimizer.zero_grad()
+            step -= step % recipe.accumulate
+            losses = losses[:step]
+        self._checkpoint(optimizer, fingerprint, step, losses)
+        self.model.eval()
+        n = len(losses)
+        return TrainReport(examples=len(kept), skipped_too_long=skipped, steps_done=step, steps_total=total,
+                           seconds=round(time.perf_counter() - started, 1), seconds_caching=round(caching, 1),
+                           seconds_training=round(training, 1),
+                           mean_tokens=round(sum(len(ex) for ex in kept) / len(kept), 1),
+                           first_loss=round(sum(losses[:8]) / min(8, n), 4) if n else None,
+                           last_loss=round(sum(losses[-8:]) / min(8, n), 4) if n else None,
+                           peak_rss_gb=round(peak_rss_gb(), 2), finished=finished and step == total, losses=losses)
+
+    def lora_state(self) -> dict[str, Any]:
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+
+    def _checkpoint(self, optimizer, fingerprint: str, step: int, losses: list[float]) -> None:
+        import torch
+
+        path = self.work_dir / "checkpoint.pt"
+        tmp = path.with_suffix(".tmp")
+        torch.save({"fingerprint": fingerprint, "step": step, "losses": losses, "lora": self.lora_state(),
+                    "optimizer": optimizer.state_dict()}, tmp)
+        os.replace(tmp, path)
+
+    def _resume(self, optimizer, fingerprint: str) -> tuple[int, list[float]]:
+        import torch
+        from peft import set_peft_model_state_dict
+
+        path = self.work_dir / "checkpoint.pt"
+        if not path.is_file():
+            return 0, []
+        try:
+            state = torch.load(path, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - a torn checkpoint: start over, say so
+            log.warning("%s unreadable (%s): training from the start", path, exc)
+            return 0, []
+        if state.get("fingerprint") != fingerprint:
+            log.warning("%s is of other examples, recipe or base weights: training from the start", path)
+            return 0, []
+        set_peft_model_state_dict(self.model, state["lora"])
+        optimizer.load_state_dict(state["optimizer"])
+        log.info("resuming LoRA training at example %d", state["step"])
+        return int(state["step"]), list(state["losses"])
