@@ -11,7 +11,10 @@ reads them back), then `train_adapter` trains from OUT/checkpoint.pt where one e
 
 `--take DATASET:SPLIT:N[:SKIP]` takes N questions of the seeded order after SKIP (repeatable).
 `--data-only` builds the chats and stops (the retriever embeds queries: run it before, not
-beside, a training). Prints the training report as YAML.
+beside, a training). `--compiled DATASET` (repeatable) writes OUT/compiled-DATASET.json, rta
+answering through the adapter, for `treeqa evaluate --compiled`; with `--from-checkpoint` the
+adapter is what OUT/checkpoint.pt holds (a training stopped early or still running: no
+training then). Prints the training report as YAML.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ def main() -> None:
     parser.add_argument("--recipe", action="append", default=[], help="LoraRecipe field=value, repeatable")
     parser.add_argument("--budget-s", type=float, default=None)
     parser.add_argument("--data-only", action="store_true")
+    parser.add_argument("--compiled", action="append", default=[], help="write OUT/compiled-DATASET.json")
+    parser.add_argument("--from-checkpoint", action="store_true",
+                        help="export the adapter from OUT/checkpoint.pt instead of training")
     args = parser.parse_args()
 
     from treeqa.lm.lora import LoraRecipe
@@ -76,9 +82,30 @@ def main() -> None:
         key, _, value = item.partition("=")
         fields[key] = type(getattr(LoraRecipe(), key))(value) if key != "targets" else tuple(value.split(","))
     recipe = LoraRecipe(**fields)
-    adapter, report = train_adapter(chats, args.out, recipe, budget_s=args.budget_s)
-    print(yaml.safe_dump({"adapter": str(adapter), "recipe": recipe.to_dict(), "report": report.to_dict()},
-                         sort_keys=False))
+    if args.from_checkpoint:
+        from treeqa.lm.adapter import adapter_from_checkpoint
+
+        adapter, steps = adapter_from_checkpoint(args.out / "checkpoint.pt", args.out / "adapter.gguf",
+                                                 alpha=recipe.alpha)
+        print(f"adapter {adapter} from the checkpoint: {steps} of {len(chats) * recipe.epochs} examples trained")
+    else:
+        adapter, report = train_adapter(chats, args.out, recipe, budget_s=args.budget_s)
+        print(yaml.safe_dump({"adapter": str(adapter), "recipe": recipe.to_dict(), "report": report.to_dict()},
+                             sort_keys=False))
+    for dataset in args.compiled:
+        print(f"wrote {write_compiled(adapter, args.out / f'compiled-{dataset}.json', dataset, args.k)}")
+
+
+def write_compiled(adapter: Path, path: Path, dataset: str, k: int) -> Path:
+    """rta (k passages) whose reader answers through `adapter`, as a compiled program."""
+    from treeqa.compiled import attach_adapter, save_compiled
+    from treeqa.programs import build_program
+    from treeqa.retrievers import get_retriever
+
+    program = build_program("rta", get_retriever(dataset), k=k)
+    attach_adapter(program, adapter, ["answer"])
+    return save_compiled(program, path, name="rta", dataset=dataset, retriever="dense",
+                         extra={"compiler": {"optimizer": "finetune (gold reads, benchmarks/train_reader.py)"}})
 
 
 if __name__ == "__main__":

@@ -37,18 +37,59 @@ class CompiledProgramError(ValueError):
     """A compiled file that is missing, not ours, or for another program."""
 
 
+def adapter_lms(program: dspy.Module) -> dict[str, Path]:
+    """Predictor name -> the LoRA adapter its own LM adds to the embedded model (those that have one)."""
+    out = {}
+    for name, predictor in program.named_predictors():
+        adapter = getattr(predictor.lm, "adapter", None) if predictor.lm is not None else None
+        if adapter is not None:
+            out[name] = Path(adapter)
+    return out
+
+
+def _save_adapter(program: dspy.Module, folder: Path) -> dict[str, Any] | None:
+    """Copy the program's adapter beside the compiled file and describe it (one adapter a program)."""
+    import shutil
+
+    from treeqa.lm import base_model_sha256
+    from treeqa.lm.adapter import AdapterRef, sha256_of
+
+    adapters = adapter_lms(program)
+    if not adapters:
+        return None
+    if len(set(adapters.values())) > 1:
+        raise CompiledProgramError("a compiled program holds one LoRA adapter; its predictors use "
+                                   f"{len(set(adapters.values()))}")
+    source = next(iter(adapters.values()))
+    target = folder / f"adapter-{sha256_of(source)[:12]}.gguf"
+    if source.resolve() != target.resolve():
+        shutil.copyfile(source, target)
+    return AdapterRef.of(target, folder, base_model_sha256(), sorted(adapters)).to_dict()
+
+
 def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset: str, retriever: str,
                   preset: str | None = None, params: dict[str, Any] | None = None,
                   extra: dict[str, Any] | None = None) -> Path:
-    """Write `program`'s state and its recipe to `path` (.json)."""
+    """Write `program`'s state and its recipe to `path` (.json); a LoRA adapter its predictors
+    answer through is copied beside it and recorded with its size and hash."""
     path = Path(path)
     if path.suffix != ".json":
         raise CompiledProgramError(f"compiled programs are saved as .json, not {path.suffix or 'no suffix'}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    program.save(str(path))
+    adapter = _save_adapter(program, path.parent)
+    lms = {name: p.lm for name, p in program.named_predictors()}
+    try:  # an LM is never part of the file (and the embedded engine cannot be serialised)
+        for _, predictor in program.named_predictors():
+            predictor.lm = None
+        program.save(str(path))
+    finally:
+        for pred_name, predictor in program.named_predictors():
+            predictor.lm = lms[pred_name]
     state = json.loads(path.read_text())
     state["treeqa"] = {"format": FORMAT, "program": name, "dataset": dataset, "retriever": retriever,
                        "settings": program.method_settings, "preset": preset, "params": params or {}, **(extra or {})}
+    if adapter is not None:
+        state["treeqa"]["adapter"] = adapter
     path.write_text(json.dumps(state, indent=2, ensure_ascii=False))
     return path
 
@@ -197,10 +238,50 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None,
         from treeqa.retrievers import get_retriever
 
         retriever = get_retriever(recipe["dataset"], recipe.get("retriever", "dense"), corpus=recipe.get("corpus"))
+    adapter = _adapter_path(recipe, path, program_of=name)
     program = build_program(name, retriever, preset=preset, **params)
     try:
         program.load_state(trusted_state(program, state, path))
     except (KeyError, TypeError, ValueError) as exc:
         raise CompiledProgramError(f"{path}: its state does not fit a {name!r} program with these settings "
                                    f"({type(exc).__name__}: {exc})") from exc
+    if adapter is not None:
+        attach_adapter(program, *adapter, path=path)
     return program
+
+
+def _adapter_path(recipe: dict[str, Any], path: Path, program_of: str) -> tuple[Path, tuple[str, ...]] | None:
+    """(verified adapter file, predictors) of a compiled file that records one; a missing or
+    changed adapter, or one trained on other weights, is a CompiledProgramError of one line."""
+    if "adapter" not in recipe:
+        return None
+    from treeqa.lm import base_model_sha256
+    from treeqa.lm.adapter import AdapterError, AdapterRef
+
+    try:
+        ref = AdapterRef.from_dict(recipe["adapter"], str(path))
+        return ref.verified_path(Path(path).parent, base_model_sha256()), ref.predictors
+    except AdapterError as exc:
+        raise CompiledProgramError(str(exc)) from None
+
+
+def attach_adapter(program: dspy.Module, adapter: Path, predictors, path: Path | str = "", cache: bool = True) -> None:
+    """Give the named predictors the embedded model with `adapter` added (their own LM)."""
+    from treeqa.lm import get_lm
+
+    named = dict(program.named_predictors())
+    unknown = [p for p in predictors if p not in named]
+    if unknown:
+        raise CompiledProgramError(f"{path}: the adapter is recorded for predictors the program lacks: "
+                                   f"{', '.join(unknown)}")
+    lm = get_lm("local", adapter=adapter, cache=cache)
+    for name in predictors:
+        named[name].lm = lm
+
+
+def set_adapter_cache(program: dspy.Module, cache: bool) -> None:
+    """Turn DSPy's cache on or off for the predictors that run through an adapter (as the run's
+    own LM is: `--no-cache` must reach them too)."""
+    for _, predictor in program.named_predictors():
+        if getattr(predictor.lm, "adapter", None) is not None and predictor.lm.cache != cache:
+            predictor.lm = predictor.lm.copy(cache=cache)

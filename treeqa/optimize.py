@@ -198,11 +198,16 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
 def plan(spec: OptimizeSpec) -> dict[str, int]:
     """The LM-call budget of a run, from the settings alone (no index, no model)."""
     from treeqa.programs import call_bound
+    from treeqa.teleprompt import compilers
 
     per_q = call_bound(spec.program, spec.params, spec.preset)
-    return {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q if spec.zero_shot else 0,
-            "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
-            "compiled_max": spec.dev * (1 if spec.replay_from else per_q)}  # a replay: one reader call
+    training = [compilers()[name].train_seconds for name in stages(spec.optimizer)]
+    out = {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q if spec.zero_shot else 0,
+           "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
+           "compiled_max": spec.dev * (1 if spec.replay_from else per_q)}  # a replay: one reader call
+    if any(training):
+        out["training_seconds_est"] = round(sum(price(spec.train) for price in training if price))
+    return out
 
 
 def gepa_split(trainset: list) -> tuple[list, list]:
@@ -246,7 +251,9 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     zero_plan = f"zero-shot ≤ {calls['zero_shot_max']:,}" if spec.zero_shot else "zero-shot side skipped"
     echo(f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
          f"{zero_plan}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
-         f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}")
+         f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}"
+         + (f"; weight training ~{calls['training_seconds_est'] / 60:.0f} min on 2 cores"
+            if "training_seconds_est" in calls else ""))
     if plan_only:  # computed from the settings: no data read, no index built, no model loaded
         return {"plan": calls, "out": out_dir}
     eval_spec = spec.eval_spec()
@@ -317,7 +324,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
                         "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
                         "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
                         "instructions_changed": changed_instructions(program, compiled)}
-        for found in ("judge_fit", "settings_search", "reader_fit", "query_fit"):
+        for found in ("judge_fit", "settings_search", "reader_fit", "query_fit", "finetune_fit"):
             if getattr(compiled, found, None):
                 compile_info[found] = getattr(compiled, found)
                 echo(f"      {found.replace('_', ' ')}: {compile_info[found]}")

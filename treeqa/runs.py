@@ -271,10 +271,11 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
                 max_errors: int | None, question_budget: float | None) -> dict[str, Any]:
     import dspy
 
+    from treeqa.compiled import adapter_lms, set_adapter_cache
     from treeqa.data import SPLITS, corpus_description
     from treeqa.decisions import decisions
     from treeqa.evaluation import evaluate
-    from treeqa.lm import adapter_for, get_lm
+    from treeqa.lm import adapter_for, get_lm, is_embedded
     from treeqa.programs import build_program, uses_retriever
     from treeqa.retrievers import get_retriever
 
@@ -289,6 +290,11 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
         program = build_program(spec.program, retriever, preset=spec.preset, **params)
     elif inner > 1 and hasattr(program, "threads"):
         program.threads = inner
+    if program is not None and adapter_lms(program):
+        if not is_embedded(lm):
+            raise ValueError("this compiled program answers through a LoRA adapter of the embedded model; "
+                             "run it with --lm local")
+        set_adapter_cache(program, spec.cache)
     adapter = adapter_for(lm)
     with dspy.context(lm=lm, adapter=adapter):
         result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=outer,

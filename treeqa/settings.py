@@ -47,6 +47,10 @@ class Settings(BaseSettings):
                             description="Retries of a call to an endpoint after a transient error (429, 5xx, a "
                                         "timeout, a dropped connection), with back-off, within TREEQA_LM_TIMEOUT.")
 
+    finetune_budget_s: float | None = Field(default=None, gt=0,
+                                            description="Seconds a LoRA training may take before it stops "
+                                                        "(checkpointed; the adapter holds what was learned).")
+
     @property
     def dspy_cache_dir(self) -> Path:
         return self.cache_dir / "dspy"

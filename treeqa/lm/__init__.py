@@ -117,11 +117,12 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
     secure_cache()
     if name in LOCAL_NAMES:
-        from treeqa.lm.provider import EmbeddedProvider
+        from treeqa.lm.provider import EmbeddedLM, EmbeddedProvider, register_adapter
 
         engine = local_engine(adapter=str(adapter)) if adapter is not None else local_engine()
-        return dspy.LM(local_model_id(adapter), engine=engine, cache=cache, temperature=0.0, num_retries=0,
-                       provider=EmbeddedProvider(), **kwargs)
+        model = register_adapter(adapter) if adapter is not None else local_model_id()
+        return EmbeddedLM(model, engine=engine, cache=cache, temperature=0.0, num_retries=0,
+                          provider=EmbeddedProvider(), **kwargs)
     if adapter is not None:
         raise ValueError("a LoRA adapter is added to the embedded model only; an endpoint serves its own weights")
     if api_base:

@@ -68,6 +68,16 @@ def write_adapter(lora_state: dict[str, Any], path: str | Path, *, alpha: float,
     return path
 
 
+def adapter_from_checkpoint(checkpoint: str | Path, path: str | Path, *, alpha: float,
+                            architecture: str = "qwen2") -> tuple[Path, int]:
+    """Write the LoRA weights of a training checkpoint (`treeqa.lm.lora`) as an adapter: what a
+    stopped or still running training has learned so far. Returns (adapter, examples trained)."""
+    import torch
+
+    state = torch.load(Path(checkpoint), weights_only=True)
+    return write_adapter(state["lora"], path, alpha=alpha, architecture=architecture), int(state["step"])
+
+
 def read_adapter(path: str | Path) -> dict[str, Any]:
     """(metadata, tensor shapes) of a GGUF adapter, refusing what llama.cpp would not load."""
     import gguf

@@ -326,7 +326,7 @@ class LoraTrainer:
                 loss = self.answer_loss(example, hidden)
                 (loss / recipe.accumulate).backward()
                 step += 1
-                losses.append(float(loss))
+                losses.append(loss.item())
                 if step % recipe.accumulate == 0 or step == total:
                     for group in optimizer.param_groups:
                         group["lr"] = _lr_at((step - 1) // recipe.accumulate, updates, recipe.learning_rate)
@@ -340,10 +340,10 @@ class LoraTrainer:
                 bar.set_postfix(loss=f"{sum(losses[-16:]) / len(losses[-16:]):.3f}")
                 bar.update()
                 if on_step is not None:
-                    on_step(step, float(loss))
+                    on_step(step, losses[-1])
         finally:
             bar.close()
-        if step % recipe.accumulate:  # a partial accumulation at a budget stop: not applied
+        if step < total and step % recipe.accumulate:  # a partial accumulation at a stop: not applied
             optimizer.zero_grad()
             step -= step % recipe.accumulate
             losses = losses[:step]

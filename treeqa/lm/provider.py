@@ -12,7 +12,8 @@ provider trains with TRL and serves with SGLang, neither of which reads a GGUF.
 `train_kwargs` (DSPy's name) may hold: `out_dir` (where the training data record, the
 checkpoints and the adapter go; default under the cache dir, keyed by the data), `recipe`
 (`LoraRecipe` fields), `budget_s` (stop early, checkpointed), `extra_data` (more chats to
-train on, e.g. gold reads) and `progress`.
+train on, e.g. gold reads), `progress`, and `base` ((tokenizer, model) to train instead of the
+embedded GGUF).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class EmbeddedProvider(Provider):
         recipe = LoraRecipe(**{k: tuple(v) if k == "targets" else v for k, v in fields.items()})
         out_dir = kwargs.pop("out_dir", None) or default_out_dir(chats, recipe)
         adapter, _ = train_adapter(chats, out_dir, recipe, budget_s=kwargs.pop("budget_s", None),
-                                   progress=kwargs.pop("progress", True))
+                                   progress=kwargs.pop("progress", True), base=kwargs.pop("base", None))
         if kwargs:
             log.warning("fine-tuning ignored unknown train_kwargs: %s", ", ".join(sorted(kwargs)))
         return register_adapter(adapter)

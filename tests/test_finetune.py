@@ -1,0 +1,203 @@
+"""Compiling the weights through DSPy's own interface: BootstrapFinetune trains a LoRA adapter
+with the embedded provider (a tiny Qwen2 stands in for the 1.5B model, a scripted engine for
+llama.cpp), gold reads put the gold paragraphs among rta's passages, and a compiled program
+carries its adapter, refused when it is missing or changed."""
+
+import json
+import random
+from pathlib import Path
+
+import dspy
+import pytest
+
+pytest.importorskip("peft")
+
+from tests.fakes import ScriptedEngine, passage  # noqa: E402
+from tests.test_lora import tiny_model, tiny_tokenizer  # noqa: E402
+from treeqa.compiled import CompiledProgramError, adapter_lms, attach_adapter, load_program, save_compiled  # noqa: E402
+from treeqa.lm import TrainableJSONAdapter  # noqa: E402
+from treeqa.lm.provider import EmbeddedLM, EmbeddedProvider  # noqa: E402
+from treeqa.programs.baselines import RetrieveThenAnswer  # noqa: E402
+from treeqa.signatures.answer import AnswerFromPassages  # noqa: E402
+from treeqa.teleprompt.gold_reads import gold_reads, with_gold  # noqa: E402
+from treeqa.teleprompt.metrics import em_metric  # noqa: E402
+
+
+class CorpusRetriever:
+    """Returns the same ranked passages for every query, over a known corpus."""
+
+    def __init__(self, ranked):
+        self.passages = list(ranked)
+        self.queries = []
+
+    def search(self, query, k):
+        self.queries.append(query)
+        return self.passages[:k]
+
+    search_batch = None
+
+
+CORPUS = [passage(f"P{i}", f"text of paragraph {i}") for i in range(8)]
+QUESTIONS = {"who is one": "uno", "who is two": "dos", "who is three": "tres"}
+
+
+class JSONEngine(ScriptedEngine):
+    """Declares structured output as the embedded engine does, so DSPy's JSON adapter asks for it."""
+
+    supports_response_schema = True
+    supported_params = frozenset({"response_format", "temperature", "max_tokens", "stop", "logprobs"})
+
+
+def answering_engine(right: set[str]):
+    """Answers the questions in `right` with their gold answer, the others wrongly."""
+    def respond(call):
+        question = call.inputs.get("question", "")
+        return {"answer": QUESTIONS[question] if question in right else "nobody"}
+    return JSONEngine(respond)
+
+
+@pytest.fixture
+def engines(monkeypatch, settings_env, tmp_path):
+    """`local_engine` returns scripted engines, one per adapter, and records what it was asked;
+    the base model is a small stand-in file (adapters record its hash)."""
+    (tmp_path / "base.gguf").write_bytes(b"stand-in base weights")
+    settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
+    made = {}
+
+    def fake_local_engine(**overrides):
+        adapter = overrides.get("adapter")
+        if adapter not in made:
+            made[adapter] = answering_engine(set(QUESTIONS))
+            made[adapter].adapter = Path(adapter) if adapter else None  # as LlamaEngine keeps it
+        return made[adapter]
+
+    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
+    return made
+
+
+def trainset():
+    return [dspy.Example(id=str(i), question=q, answers=[a], gold_ids=[CORPUS[6].id]).with_inputs("question")
+            for i, (q, a) in enumerate(QUESTIONS.items())]
+
+
+def test_trainable_json_adapter_writes_the_reply_it_parses():
+    adapter = TrainableJSONAdapter()
+    data = adapter.format_finetune_data(AnswerFromPassages, [], {"question": "q?", "passages": ["A: x"]},
+                                        {"answer": "Paris"})
+    roles = [m["role"] for m in data["messages"]]
+    assert roles == ["system", "user", "assistant"]
+    assert data["messages"][:2] == adapter.format(AnswerFromPassages, [], {"question": "q?", "passages": ["A: x"]})
+    assert adapter.parse(AnswerFromPassages, data["messages"][-1]["content"]) == {"answer": "Paris"}
+
+
+def test_bootstrap_finetune_trains_an_adapter_through_the_embedded_provider(engines, tmp_path):
+    """DSPy's BootstrapFinetune, unchanged: the traces that pass EM become the training data, the
+    provider trains a LoRA adapter and the predictor answers through an engine that loads it."""
+    lm = EmbeddedLM("local/scripted", engine=answering_engine({"who is one", "who is three"}), cache=False,
+                    num_retries=0, provider=EmbeddedProvider())
+    program = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2)
+    program.set_lm(lm)
+    base = (tiny_tokenizer(), tiny_model())
+    optimizer = dspy.BootstrapFinetune(metric=em_metric, num_threads=1, train_kwargs={
+        "out_dir": str(tmp_path / "ft"), "base": base, "progress": False,
+        "recipe": {"rank": 4, "alpha": 8, "top_layers": 1, "max_tokens": 4096}})
+    with dspy.context(adapter=TrainableJSONAdapter()):
+        compiled = optimizer.compile(program, trainset=trainset())
+    record = json.loads((tmp_path / "ft" / "training.json").read_text())
+    assert record["train_data"]["chats"] == 2  # the two questions answered right
+    chats = [json.loads(line) for line in (tmp_path / "ft" / "train-data.jsonl").read_text().splitlines()]
+    assert {json.loads(c["messages"][-1]["content"])["answer"] for c in chats} == {"uno", "tres"}
+    assert record["report"]["steps_done"] == 2 and record["adapter"]["bytes"] > 0
+    finetuned = compiled.answer.lm
+    assert isinstance(finetuned, EmbeddedLM) and "+lora-" in finetuned.model
+    adapter = str((tmp_path / "ft" / "adapter.gguf").resolve())
+    assert finetuned._engine_spec is engines[adapter]
+    assert compiled(question="who is two").answer == "dos"  # served by the adapter's engine
+    assert engines[adapter].calls
+
+
+def test_gold_reads_put_every_gold_paragraph_among_the_k():
+    ranked = [passage(f"R{i}") for i in range(5)]
+    gold = [passage("G1"), ranked[3]]
+    read = with_gold(ranked, gold, 4, random.Random(0))
+    ids = [p.id for p in read]
+    assert len(read) == 4 and gold[0].id in ids and ranked[3].id in ids
+    assert ids.index(ranked[0].id) < ids.index(ranked[1].id)  # the retrieval's order kept
+    assert with_gold(ranked, [], 3, random.Random(0)) == ranked[:3]
+
+    program = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=3)
+    examples = [*trainset(), dspy.Example(id="x", question="q", answers=["a"], gold_ids=["nowhere"])]
+    chats, skipped = gold_reads(program, examples, TrainableJSONAdapter())
+    assert skipped == 1 and len(chats) == 3
+    user = chats[0]["messages"][1]["content"]
+    assert CORPUS[6].as_text() in user and CORPUS[0].as_text() in user and CORPUS[2].as_text() not in user
+    assert json.loads(chats[0]["messages"][-1]["content"]) == {"answer": "uno"}
+
+
+def test_a_compiled_program_carries_its_adapter(engines, tmp_path):
+    from treeqa.lm.adapter import write_adapter
+    from treeqa.lm.lora import LoraRecipe, LoraTrainer
+
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=1), "t", tmp_path)
+    adapter = write_adapter(trainer.lora_state(), tmp_path / "trained" / "adapter.gguf", alpha=8)
+    program = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2)
+    attach_adapter(program, adapter, ["answer"])
+    path = save_compiled(program, tmp_path / "run" / "compiled.json", name="rta", dataset="hotpotqa",
+                         retriever="dense")
+    recipe = json.loads(path.read_text())["treeqa"]
+    assert recipe["adapter"]["predictors"] == ["answer"]
+    assert (path.parent / recipe["adapter"]["file"]).is_file()  # copied beside the compiled file
+    assert "lm" not in json.dumps(json.loads(path.read_text())["answer"]) or \
+        json.loads(path.read_text())["answer"].get("lm") is None
+
+    loaded = load_program(path, retriever=CorpusRetriever(CORPUS))
+    assert set(adapter_lms(loaded)) == {"answer"}
+    assert loaded(question="who is one").answer == "uno"
+
+    copied = path.parent / recipe["adapter"]["file"]
+    copied.write_bytes(copied.read_bytes()[:-1] + bytes([copied.read_bytes()[-1] ^ 1]))
+    with pytest.raises(CompiledProgramError, match="changed since it was trained"):
+        load_program(path, retriever=CorpusRetriever(CORPUS))
+    copied.unlink()
+    with pytest.raises(CompiledProgramError, match="missing"):
+        load_program(path, retriever=CorpusRetriever(CORPUS))
+
+
+def test_finetune_compiler_adds_gold_reads_to_the_passing_traces(engines, tmp_path, monkeypatch):
+    """`--optimizer finetune`: the traces rta answers right and a gold read of every train
+    question are the training data; what was trained on is recorded as the compile's fit."""
+    from treeqa.teleprompt.finetune import Finetune
+
+    monkeypatch.setattr("treeqa.lm.provider.load_base", lambda: (tiny_tokenizer(), tiny_model()))
+    lm = EmbeddedLM("local/scripted", engine=answering_engine({"who is one"}), cache=False, num_retries=0,
+                    provider=EmbeddedProvider())
+    program = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2)
+    optimizer = Finetune(em_metric, out_dir=tmp_path, recipe={"rank": 4, "alpha": 8, "top_layers": 1,
+                                                              "max_tokens": 4096})
+    with dspy.context(lm=lm, adapter=TrainableJSONAdapter()):
+        compiled = optimizer.compile(program, trainset=trainset())
+    fit = compiled.finetune_fit
+    assert fit["gold_reads"] == 3 and fit["traces"] == 1 and fit["chats"] == 4
+    assert fit["report"]["steps_done"] == 4
+    assert "+lora-" in compiled.answer.lm.model  # BootstrapFinetune compiles its student in place
+
+
+def test_finetune_refuses_an_endpoint():
+    from treeqa.teleprompt.finetune import Finetune
+
+    lm = dspy.LM("openai/gpt-4o-mini", api_key="k")
+    with dspy.context(lm=lm), pytest.raises(ValueError, match="--lm local"):
+        Finetune(em_metric).compile(RetrieveThenAnswer(CorpusRetriever(CORPUS)), trainset=trainset())
+
+
+def test_plan_prices_the_weight_training(tmp_path):
+    from treeqa.optimize import OptimizeSpec, run_optimize
+    from treeqa.teleprompt.finetune import SECONDS_PER_EXAMPLE
+
+    plan = run_optimize(OptimizeSpec(program="rta", optimizer="finetune", train=50, dev=10), tmp_path,
+                        plan_only=True, echo=lambda *a: None)["plan"]
+    assert plan["compile_max"] == 50  # one traced run of rta a train question
+    assert plan["training_seconds_est"] == round(100 * SECONDS_PER_EXAMPLE)  # traces and gold reads
+    bare = run_optimize(OptimizeSpec(program="rta", optimizer="bootstrap", train=50, dev=10), tmp_path,
+                        plan_only=True, echo=lambda *a: None)["plan"]
+    assert "training_seconds_est" not in bare

@@ -1,0 +1,112 @@
+"""Compile the weights: DSPy's BootstrapFinetune (and BetterTogether) on the embedded model.
+
+`--optimizer finetune` is DSPy's `BootstrapFinetune` as it ships: the program runs over the
+train questions, the calls of those it answers right become training chats, and the LM's
+provider trains on them. The embedded model's provider (`treeqa.lm.provider`) trains a LoRA
+adapter on this CPU and the program's predictors answer through it. For a program whose reader
+reads retrieved passages (rta) each train question also becomes a gold read (its gold paragraphs
+among the retrieved ones, answered with the gold answer: `gold_reads`), so the reader learns
+from the questions it still gets wrong. `--optimizer better-together` is DSPy's BetterTogether:
+demos by random search, then the weights, then demos again.
+
+Training costs tens of seconds an example on two cores (benchmarks/lora_train.md): `--plan`
+prices it, and `TREEQA_FINETUNE_BUDGET_S` caps it (the adapter then holds what was learned).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from pathlib import Path
+
+import dspy
+from dspy.teleprompt import BetterTogether, BootstrapFewShotWithRandomSearch, BootstrapFinetune
+
+from treeqa.teleprompt.base import CompileContext, Compiler, register
+from treeqa.teleprompt.metrics import em_metric
+
+log = logging.getLogger(__name__)
+
+# measured on 2 cores (AMD EPYC, AVX2): ~820-token reads, LoRA on the top 8 layers, one epoch
+# (benchmarks/lora_train.md): a price for --plan, not a promise
+SECONDS_PER_EXAMPLE = 30.0
+DEFAULT_RECIPE = {"rank": 16, "alpha": 32.0, "top_layers": 8, "learning_rate": 3e-4, "accumulate": 4}
+
+
+class Finetune(BootstrapFinetune):
+    """BootstrapFinetune for the embedded model, with gold reads added where the program's
+    reader reads retrieved passages.
+
+    Args:
+        metric: EM, deciding which traces are kept.
+        out_dir: the training's folder (data record, checkpoints, adapter); resumed on a rerun.
+        recipe: `LoraRecipe` fields.
+        gold: add gold reads for a retrieve-then-read program.
+        budget_s: stop the training after this many seconds.
+    """
+
+    def __init__(self, metric, out_dir: Path | None = None, recipe: dict | None = None, gold: bool = True,
+                 budget_s: float | None = None):
+        super().__init__(metric=metric, multitask=True, num_threads=1)
+        self.out_dir, self.recipe, self.gold, self.budget_s = out_dir, dict(recipe or DEFAULT_RECIPE), gold, budget_s
+
+    def compile(self, student: dspy.Module, trainset, teacher=None, **kwargs) -> dspy.Module:
+        from treeqa.lm.provider import EmbeddedLM
+
+        lm = dspy.settings.lm
+        if not isinstance(lm, EmbeddedLM):
+            raise ValueError("--optimizer finetune trains a LoRA adapter of the embedded model: run it with --lm local")
+        for _, predictor in student.named_predictors():
+            predictor.lm = predictor.lm or lm
+        extra, skipped = self._gold_reads(student, trainset)
+        train = {"recipe": self.recipe, "extra_data": extra, "budget_s": self.budget_s}
+        if self.out_dir is not None:
+            train["out_dir"] = str(Path(self.out_dir) / "finetune")
+        self.train_kwargs = defaultdict(lambda: train)
+        compiled = super().compile(student, trainset=list(trainset), teacher=teacher)
+        compiled.finetune_fit = self._fit(len(extra), skipped)
+        return compiled
+
+    def _gold_reads(self, program: dspy.Module, trainset) -> tuple[list[dict], int]:
+        from treeqa.teleprompt.gold_reads import gold_reads
+
+        if not self.gold or not hasattr(program, "k") or not hasattr(program, "retriever"):
+            return [], 0
+        return gold_reads(program, trainset, dspy.settings.adapter or dspy.ChatAdapter())
+
+    def _fit(self, gold: int, skipped: int) -> dict:
+        fit = {"gold_reads": gold, "gold_skipped": skipped, "recipe": self.recipe}
+        record = Path(self.out_dir) / "finetune" / "training.json" if self.out_dir is not None else None
+        if record is not None and record.is_file():
+            trained = json.loads(record.read_text())
+            fit.update(chats=trained["train_data"]["chats"], traces=trained["train_data"]["chats"] - gold,
+                       report=trained["report"], adapter=trained["adapter"])
+        return fit
+
+
+def _finetune(c: CompileContext) -> tuple[Finetune, dict]:
+    from treeqa.settings import get_settings
+
+    return Finetune(em_metric, out_dir=c.out_dir, budget_s=get_settings().finetune_budget_s), {}
+
+
+def _better_together(c: CompileContext) -> tuple[BetterTogether, dict]:
+    from treeqa.settings import get_settings
+
+    prompts = BootstrapFewShotWithRandomSearch(metric=em_metric, max_bootstrapped_demos=c.spec.max_demos,
+                                               max_labeled_demos=0, num_candidate_programs=c.tuning["candidates"],
+                                               num_threads=c.spec.threads, max_errors=10_000)
+    weights = Finetune(em_metric, out_dir=c.out_dir, budget_s=get_settings().finetune_budget_s)
+    return BetterTogether(metric=em_metric, p=prompts, w=weights), {"strategy": "p -> w -> p", "seed": c.spec.seed}
+
+
+def training_seconds(n_train: int, gold: bool = True) -> float:
+    """The price of training on `n_train` questions' traces (and as many gold reads)."""
+    return n_train * (2 if gold else 1) * SECONDS_PER_EXAMPLE
+
+
+register(Compiler("finetune", _finetune, lambda per_q, n, t: n * per_q, train_seconds=training_seconds))
+register(Compiler("better-together", _better_together,
+                  lambda per_q, n, t: n * per_q + 2 * n * (t["candidates"] + 4) * per_q + n * per_q,
+                  train_seconds=training_seconds))
