@@ -12,8 +12,7 @@ import pytest
 
 pytest.importorskip("peft")
 
-from tests.fakes import ScriptedEngine, passage  # noqa: E402
-from tests.test_lora import tiny_model, tiny_tokenizer  # noqa: E402
+from tests.fakes import ScriptedEngine, passage, tiny_model, tiny_tokenizer  # noqa: E402
 from treeqa.compiled import CompiledProgramError, adapter_lms, attach_adapter, load_program, save_compiled  # noqa: E402
 from treeqa.lm import TrainableJSONAdapter  # noqa: E402
 from treeqa.lm.provider import EmbeddedLM, EmbeddedProvider  # noqa: E402
