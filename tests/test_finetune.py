@@ -200,3 +200,21 @@ def test_plan_prices_the_weight_training(tmp_path):
     bare = run_optimize(OptimizeSpec(program="rta", optimizer="bootstrap", train=50, dev=10), tmp_path,
                         plan_only=True, echo=lambda *a: None)["plan"]
     assert "training_seconds_est" not in bare
+
+
+def test_dspys_own_load_attaches_and_checks_the_adapter(engines, tmp_path):
+    from treeqa.lm.adapter import AdapterError, write_adapter
+    from treeqa.lm.lora import LoraRecipe, LoraTrainer
+
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=1), "t", tmp_path)
+    adapter = write_adapter(trainer.lora_state(), tmp_path / "adapter.gguf", alpha=8)
+    program = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2)
+    attach_adapter(program, adapter, ["answer"])
+    path = save_compiled(program, tmp_path / "run" / "compiled.json", name="rta", dataset="hotpotqa",
+                         retriever="dense")
+    fresh = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2)
+    fresh.load(str(path))  # DSPy's Module.load
+    assert set(adapter_lms(fresh)) == {"answer"}
+    next((path.parent).glob("adapter-*.gguf")).unlink()
+    with pytest.raises(AdapterError, match="missing"):
+        RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2).load(str(path))

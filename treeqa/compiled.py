@@ -251,32 +251,24 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None,
 
 
 def _adapter_path(recipe: dict[str, Any], path: Path, program_of: str) -> tuple[Path, tuple[str, ...]] | None:
-    """(verified adapter file, predictors) of a compiled file that records one; a missing or
-    changed adapter, or one trained on other weights, is a CompiledProgramError of one line."""
-    if "adapter" not in recipe:
-        return None
-    from treeqa.lm import base_model_sha256
-    from treeqa.lm.adapter import AdapterError, AdapterRef
+    """(verified adapter file, predictors) of a compiled file that records one (see
+    `treeqa.lm.adapter.recorded_adapter`), its errors as CompiledProgramError."""
+    from treeqa.lm.adapter import AdapterError, recorded_adapter
 
     try:
-        ref = AdapterRef.from_dict(recipe["adapter"], str(path))
-        return ref.verified_path(Path(path).parent, base_model_sha256()), ref.predictors
+        return recorded_adapter(recipe, Path(path).parent, str(path))
     except AdapterError as exc:
         raise CompiledProgramError(str(exc)) from None
 
 
 def attach_adapter(program: dspy.Module, adapter: Path, predictors, path: Path | str = "", cache: bool = True) -> None:
     """Give the named predictors the embedded model with `adapter` added (their own LM)."""
-    from treeqa.lm import get_lm
+    from treeqa.lm.adapter import AdapterError, attach
 
-    named = dict(program.named_predictors())
-    unknown = [p for p in predictors if p not in named]
-    if unknown:
-        raise CompiledProgramError(f"{path}: the adapter is recorded for predictors the program lacks: "
-                                   f"{', '.join(unknown)}")
-    lm = get_lm("local", adapter=adapter, cache=cache)
-    for name in predictors:
-        named[name].lm = lm
+    try:
+        attach(program, adapter, predictors, cache=cache, where=str(path))
+    except AdapterError as exc:
+        raise CompiledProgramError(str(exc)) from None
 
 
 def set_adapter_cache(program: dspy.Module, cache: bool) -> None:

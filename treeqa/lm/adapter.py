@@ -162,3 +162,27 @@ class AdapterRef:
             raise AdapterError(f"adapter {path} was trained on base model {self.base_sha256[:12]}, "
                                f"this engine runs {base_sha256[:12]}")
         return path
+
+
+def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str) -> tuple[Path, tuple[str, ...]] | None:
+    """(verified adapter file, predictors) a compiled file's recipe records, or None; a missing
+    or changed adapter, or one trained on other weights, is an AdapterError of one line."""
+    if "adapter" not in recipe:
+        return None
+    from treeqa.lm import base_model_sha256
+
+    ref = AdapterRef.from_dict(recipe["adapter"], where)
+    return ref.verified_path(Path(folder), base_model_sha256()), ref.predictors
+
+
+def attach(program, adapter: Path, predictors, cache: bool = True, where: str = "") -> None:
+    """Give the named predictors of `program` the embedded model with `adapter` added (their own LM)."""
+    from treeqa.lm import get_lm
+
+    named = dict(program.named_predictors())
+    unknown = [p for p in predictors if p not in named]
+    if unknown:
+        raise AdapterError(f"{where}: the adapter is recorded for predictors the program lacks: {', '.join(unknown)}")
+    lm = get_lm("local", adapter=adapter, cache=cache)
+    for name in predictors:
+        named[name].lm = lm

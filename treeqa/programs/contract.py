@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import typing
+from pathlib import Path
 from typing import Any, ClassVar
 
 import dspy
@@ -172,6 +173,21 @@ class QAProgram(dspy.Module):
                 predictor.signature.__name__ = predictor.signature.__qualname__ = names[name]
         for name, value in restore.items():
             setattr(self, name, value)
+        return out
+
+    def load(self, path, *args, **kwargs):
+        """DSPy's `load`; a treeqa compiled file's LoRA adapter is checked (size, sha256, base
+        weights) and the predictors it was trained for answer through it, as `load_program` does."""
+        out = super().load(path, *args, **kwargs)
+        if str(path).endswith(".json"):
+            import json
+
+            from treeqa.lm.adapter import attach, recorded_adapter
+
+            recipe = json.loads(Path(path).read_text(encoding="utf-8")).get("treeqa")
+            found = recorded_adapter(recipe, Path(path).parent, str(path)) if isinstance(recipe, dict) else None
+            if found is not None:
+                attach(self, *found, where=str(path))
         return out
 
     def _settings_to_restore(self, saved: dict[str, Any]) -> dict[str, Any]:
