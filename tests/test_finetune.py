@@ -218,3 +218,23 @@ def test_dspys_own_load_attaches_and_checks_the_adapter(engines, tmp_path):
     next((path.parent).glob("adapter-*.gguf")).unlink()
     with pytest.raises(AdapterError, match="missing"):
         RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2).load(str(path))
+
+
+def test_better_together_runs_prompts_weights_prompts(engines, tmp_path, monkeypatch):
+    from treeqa.optimize import OptimizeSpec
+    from treeqa.teleprompt.base import CompileContext
+    from treeqa.teleprompt.finetune import _better_together
+
+    monkeypatch.setattr("treeqa.lm.provider.load_base", lambda: (tiny_tokenizer(), tiny_model()))
+    monkeypatch.setattr("treeqa.teleprompt.finetune.DEFAULT_RECIPE",
+                        {"rank": 4, "alpha": 8, "top_layers": 1, "max_tokens": 4096})
+    lm = EmbeddedLM("local/scripted", engine=answering_engine({"who is one", "who is two"}), cache=False,
+                    num_retries=0, provider=EmbeddedProvider())
+    spec = OptimizeSpec(program="rta", optimizer="better-together", train=3, candidates=1, max_demos=1)
+    teleprompter, kwargs = _better_together(CompileContext(spec, lm, out_dir=tmp_path))
+    program = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2)
+    program.set_lm(lm)
+    with dspy.context(lm=lm, adapter=TrainableJSONAdapter()):
+        compiled = teleprompter.compile(program, trainset=trainset() * 4, valset_ratio=0, **kwargs)
+    assert (tmp_path / "finetune" / "adapter.gguf").is_file()  # the w step trained an adapter
+    assert "+lora-" in compiled.answer.lm.model

@@ -103,8 +103,10 @@ def test_save_compiled_refuses_other_formats(tmp_path):
         save_compiled(build_program("direct"), tmp_path / "x.pkl", name="direct", dataset="hotpotqa", retriever="dense")
 
 
-@pytest.mark.parametrize("optimizer", [o for o in optimizer_names() if o not in ("path-judge", "query", "judge")])
-# ToR/CoR only, with log-probabilities: path-judge in test_path_judge, query in test_query_writer, judge in test_judge
+@pytest.mark.parametrize("optimizer", [o for o in optimizer_names()
+                                       if o not in ("path-judge", "query", "judge", "finetune", "better-together")])
+# ToR/CoR only, with log-probabilities: path-judge in test_path_judge, query in test_query_writer, judge in test_judge;
+# finetune and better-together train weights (the embedded provider): test_finetune
 def test_every_optimizer_runs_on_a_tiny_setting(scripted, tmp_path, optimizer):
     out = tmp_path / optimizer
     program = {"program": "rta", "retriever": "bm25"} if optimizer == "settings" else {}  # direct has none to tune

@@ -116,8 +116,14 @@ def test_a_torn_record_line_is_run_again(fixture_data, tmp_path):
 def test_programs_without_a_reader_and_bad_chains_are_refused():
     with pytest.raises(ValueError, match="cot declares no reader"):
         OptimizeSpec(program="cot", optimizer="reader")
-    with pytest.raises(ValueError, match="first of two must be a preparer"):
+    with pytest.raises(ValueError, match="each at most once and in that order"):
         stages("reader+path-judge")
+    with pytest.raises(ValueError, match="each at most once and in that order"):
+        stages("reader+finetune")
+    with pytest.raises(ValueError, match="each at most once and in that order"):
+        stages("reader+mipro")
+    assert stages("path-judge+finetune+reader") == ["path-judge", "finetune", "reader"]
+    assert stages("finetune+reader") == ["finetune", "reader"]
     with pytest.raises(ValueError, match="unknown optimizer 'path-judge\\+nope'"):
         stages("path-judge+nope")
     assert stages("path-judge+reader") == ["path-judge", "reader"]

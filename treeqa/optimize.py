@@ -60,14 +60,19 @@ def preparers() -> tuple[str, ...]:
 
 
 def stages(optimizer: str) -> list[str]:
-    """The compilers `--optimizer` names, in order: one, or a preparer then an EM teleprompter."""
+    """The compilers `--optimizer` names, in order: a preparer, a weight training and an EM
+    teleprompter, each at most once and in that order (e.g. path-judge+finetune+reader)."""
+    from treeqa.teleprompt import compilers
+
     names, known, ready = optimizer.split("+"), optimizer_names(), preparers()
-    if any(n not in known for n in names) or len(names) > 2:
+    if any(n not in known for n in names) or len(names) > 3:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(known)}, or a preparer "
                          f"({', '.join(ready)}) then another, joined by '+' (e.g. path-judge+reader)")
-    if len(names) == 2 and (names[0] not in ready or names[1] in ready):
-        raise ValueError(f"--optimizer {optimizer}: the first of two must be a preparer ({', '.join(ready)}) "
-                         f"and the second an EM teleprompter (e.g. path-judge+reader, annotated+mipro)")
+    ranks = [0 if n in ready else 1 if compilers()[n].weights else 2 for n in names]
+    if any(b <= a for a, b in zip(ranks, ranks[1:], strict=False)):
+        raise ValueError(f"--optimizer {optimizer}: a preparer ({', '.join(ready)}), then a weight training "
+                         "(finetune), then an EM teleprompter, each at most once and in that order "
+                         "(e.g. path-judge+reader, annotated+mipro, path-judge+finetune+reader)")
     return names
 
 

@@ -61,6 +61,8 @@ class Compiler:
             before any question is asked.
         train_seconds: train questions -> the seconds its weight training takes (measured), for
             a compiler that trains weights; `--plan` adds it up.
+        weights: it trains the model's weights and returns a program an EM teleprompter may
+            compile further (it sits between a preparer and a teleprompter: `path-judge+finetune+reader`).
     """
 
     name: str
@@ -74,6 +76,7 @@ class Compiler:
     unfit: str = "cannot be compiled this way"
     refuses: Callable[[type, dict[str, Any]], str | None] = lambda cls, settings: None
     train_seconds: Callable[[int], float] | None = None
+    weights: bool = False
 
 
 COMPILERS: dict[str, Compiler] = {}

@@ -106,7 +106,8 @@ def training_seconds(n_train: int, gold: bool = True) -> float:
     return n_train * (2 if gold else 1) * SECONDS_PER_EXAMPLE
 
 
-register(Compiler("finetune", _finetune, lambda per_q, n, t: n * per_q, train_seconds=training_seconds))
+register(Compiler("finetune", _finetune, lambda per_q, n, t: n * per_q, train_seconds=training_seconds,
+                  weights=True))
 register(Compiler("better-together", _better_together,
                   lambda per_q, n, t: n * per_q + 2 * n * (t["candidates"] + 4) * per_q + n * per_q,
                   train_seconds=training_seconds))
