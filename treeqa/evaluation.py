@@ -185,21 +185,48 @@ def _finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+MAX_RECORD_BYTES = 32 << 20  # one question's record, its search tree included (a real one is under 1 MB)
+
+
+def _lines(fh, limit: int):
+    """(line number, bytes) of a binary file, with None for a line over `limit` bytes, which is
+    read past in chunks and never held whole."""
+    lineno = 0
+    while True:
+        raw = fh.readline(limit + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                pass
+            yield lineno, None
+            continue
+        yield lineno, raw
+
+
 def read_records(path: Path) -> list[dict]:
     """Records of an earlier run, one per question id (a later line for an id replaces an
-    earlier one). A line that cannot be a record (torn by a kill mid-write, not UTF-8, not a
-    JSON object with an `id` and numeric `em` and `f1`) is skipped with a warning naming the file and line."""
+    earlier one). A line that cannot be a record (torn by a kill mid-write, not UTF-8, nested
+    too deeply to parse, over MAX_RECORD_BYTES, not a JSON object with an `id` and numeric `em`
+    and `f1`) is skipped with a warning naming the file and line."""
     if not path.is_file():
         return []
     records: dict[str, dict] = {}
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, raw in _lines(fh, MAX_RECORD_BYTES):
+            if raw is None:
+                log.warning("%s, line %d: skipped, over %d bytes (not a record)", path, lineno, MAX_RECORD_BYTES)
+                continue
             if not raw.strip():
                 continue
             try:
                 record = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 log.warning("%s, line %d: skipped, not a readable record (%s)", path, lineno, exc)
+                continue
+            except RecursionError:
+                log.warning("%s, line %d: skipped, nested too deeply to be a record", path, lineno)
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("id"), str):
                 log.warning("%s, line %d: skipped, a record needs a string id", path, lineno)

@@ -38,7 +38,7 @@ class PredictorCalls:
                 try:
                     record = json.loads(line)
                     self._outputs[record["key"]] = record["outputs"]
-                except (json.JSONDecodeError, KeyError, TypeError):
+                except (json.JSONDecodeError, RecursionError, KeyError, TypeError):
                     continue
 
     def __deepcopy__(self, memo):  # every copy a teleprompter makes of the module shares the log

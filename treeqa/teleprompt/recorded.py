@@ -59,8 +59,8 @@ def record_reads(program: dspy.Module, trainset: Sequence[dspy.Example], path: P
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line torn by a kill: that question is run again
+            except (json.JSONDecodeError, RecursionError):
+                continue  # a line torn by a kill (or no record at all): that question is run again
             if isinstance(record, dict) and isinstance(record.get("id"), str):
                 done[record["id"]] = record
     sink = path.open("a", encoding="utf-8") if path is not None else None
