@@ -32,13 +32,21 @@ def printable(text: str) -> str:
     return UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+MAX_ERROR_CHARS = 2000  # an error echoes what it refused; a 3 MB setting must not fill the terminal
+
+
+def _cut(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit:,} more characters cut)"
+
+
 def _fail(message: str | BaseException) -> None:
-    """Print the error (a pydantic error as its messages alone) and exit with status 1."""
+    """Print the error (a pydantic error as its messages alone), cut to MAX_ERROR_CHARS, and
+    exit with status 1."""
     from pydantic import ValidationError
 
     if isinstance(message, ValidationError):
         message = "\n".join(str(e["msg"]).removeprefix("Value error, ") for e in message.errors())
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    typer.secho(f"error: {_cut(str(message))}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=1)
 
 
