@@ -64,6 +64,8 @@ class TrainableJSONAdapter(dspy.JSONAdapter):
     in JSON. A call becomes the chat the model is sent and, as the assistant's reply, the JSON
     object the adapter parses (the same fields in the same order)."""
 
+    formats_as = "JSONAdapter"  # its prompts are JSONAdapter's: logged calls keyed by that name still replay
+
     def format_finetune_data(self, signature, demos, inputs, outputs) -> dict[str, list]:
         messages = self.format(signature=signature, demos=demos, inputs=inputs)
         reply = self.format_assistant_message_content(signature=signature, outputs=outputs)

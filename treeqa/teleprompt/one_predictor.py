@@ -50,7 +50,8 @@ class PredictorCalls:
         what = {"instructions": predictor.signature.instructions, "fields": list(predictor.signature.fields),
                 "demos": [dict(demo) for demo in predictor.demos], "config": predictor.config,
                 "lm": [getattr(lm, "model", None), getattr(lm, "kwargs", None)],
-                "adapter": type(dspy.settings.adapter).__name__, "inputs": inputs}
+                "adapter": getattr(dspy.settings.adapter, "formats_as", type(dspy.settings.adapter).__name__),
+                "inputs": inputs}
         try:
             text = json.dumps(what, sort_keys=True, ensure_ascii=False)
         except TypeError:

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# rta with a LoRA reader trained on gold reads (docs/finetune.md), run by steps; each resumes.
+#   bash benchmarks/lora_reader.sh [step ...]
+#   train     300 gold reads (HotpotQA train 100 and the 100 reference dev questions, 2Wiki's
+#             50 reference dev and first 50 train questions), LoRA r16 on the top 8 layers, one
+#             epoch; resumes OUT/checkpoint.pt (commit it to move a training between machines)
+#   export    the adapter as the checkpoint holds it (a training stopped early or still running),
+#             and rta compiled with it for HotpotQA and 2Wiki
+#   dev       the development comparison: rta and rta with the adapter on 2Wiki train questions
+#             51-150 of the seeded order (the first 50 are trained on): never used for a claim;
+#             LABEL names the adapter's run (default rta-lora)
+#   hotpotqa  rta with the adapter on the 197 unexamined HotpotQA dev questions (skip 100), paired
+#             with the committed rta run of benchmarks/unexamined.sh
+#   2wiki     the same on the 100 unexamined 2Wiki dev questions (skip 50)
+#   record    the YAMLs
+# Embedded model, --no-cache, one run at a time (a training beside an evaluation halves both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+OUT=${OUT:-benchmarks/runs/lora-reader-rta}
+DEV=benchmarks/runs/2wikimultihopqa-train-dev-skip50-n100
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(train export dev hotpotqa 2wiki record)
+for step in "${steps[@]}"; do
+    case "$step" in
+        train)
+            "$BIN/python" benchmarks/train_reader.py --out "$OUT" --take hotpotqa:train:100 --take hotpotqa:dev:100 \
+                --take 2wikimultihopqa:dev:50 --take 2wikimultihopqa:train:50 \
+                --recipe top_layers=8 --recipe learning_rate=0.0003 --recipe accumulate=4 \
+                --compiled hotpotqa --compiled 2wikimultihopqa ;;
+        export)
+            "$BIN/python" benchmarks/train_reader.py --out "$OUT" --from-checkpoint \
+                --compiled hotpotqa --compiled 2wikimultihopqa ;;
+        dev)
+            "$BIN/treeqa" evaluate --program rta --dataset 2wikimultihopqa --split train --skip 50 --n 100 \
+                --no-cache --out "$DEV/rta"
+            "$BIN/treeqa" evaluate --compiled "$OUT/compiled-2wikimultihopqa.json" --dataset 2wikimultihopqa \
+                --split train --skip 50 --n 100 --no-cache --out "$DEV/${LABEL:-rta-lora}" ;;
+        hotpotqa)
+            "$BIN/treeqa" evaluate --compiled "$OUT/compiled-hotpotqa.json" --dataset hotpotqa --skip 100 --n 197 \
+                --no-cache --out "benchmarks/runs/hotpotqa-dev-unexamined-skip100-n197/${LABEL:-rta-lora}" ;;
+        2wiki)
+            "$BIN/treeqa" evaluate --compiled "$OUT/compiled-2wikimultihopqa.json" --dataset 2wikimultihopqa \
+                --skip 50 --n 100 --no-cache \
+                --out "benchmarks/runs/2wikimultihopqa-dev-unexamined-skip50-n100/${LABEL:-rta-lora}" ;;
+        record)
+            runs=()
+            for run in "$DEV"/*/; do [ -f "$run/summary.json" ] && runs+=("${run%/}"); done
+            "$BIN/python" benchmarks/record.py 2wikimultihopqa-train-dev-skip50-n100 "${runs[@]}" \
+                --pair "${LABEL:-rta-lora}:rta" \
+                --note "${NOTE:-rta and rta with a LoRA reader (benchmarks/lora_reader.sh) on 2Wiki train questions 51-150 of the seeded order (seed 0), a development sample: never trained on, never claimed on; embedded model, 2 cores, --no-cache, one run at a time.}" ;;
+        *) echo "unknown step $step" >&2; exit 2 ;;
+    esac
+done
