@@ -161,6 +161,10 @@ def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
     return 1, threads
 
 
+# what a run folder holds; a folder with anything else and no spec.json is not a run to write into
+RUN_FILES = frozenset({"spec.json", "predictions.jsonl", "predictions.jsonl.tmp", "summary.json", ".lock", "view.html"})
+
+
 def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
     """Make `out_dir` this spec's folder; a folder written by another spec is refused, naming both."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -177,6 +181,11 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
     else:  # no spec.json (deleted, or a copied folder): the records' keys say whose folder it is
         from treeqa.evaluation import read_records
+
+        strangers = sorted(p.name for p in out_dir.iterdir() if p.name not in RUN_FILES) if out_dir.is_dir() else []
+        if strangers:
+            shown = ", ".join(strangers[:5]) + (f" and {len(strangers) - 5} more" if len(strangers) > 5 else "")
+            raise ValueError(f"--out {out_dir} is not empty and holds no run ({shown}): give a new or empty folder")
 
         keys = {r.get("run") for r in read_records(out_dir / "predictions.jsonl")} - {None, spec.key()}
         if keys:

@@ -45,7 +45,8 @@ def load_run(run_dir: str | Path) -> dict:
 
 
 PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="treeqa view">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title><style>{css}</style></head>
 <body><header><h1>{title}</h1><p>written by <code>treeqa view</code></p></header>
 <main style="display:block"><div id="summary"></div><div id="questions"></div></main>
@@ -55,10 +56,26 @@ PAGE = """<!doctype html>
 """
 
 
+VIEW_MARK = '<meta name="generator" content="treeqa view">'
+
+
+def _is_view(path: Path) -> bool:
+    """Whether `path` is a page this function wrote (VIEW_MARK in its head, before the styles)."""
+    try:
+        with path.open("rb") as fh:
+            return VIEW_MARK.encode() in fh.read(512)
+    except OSError:
+        return False
+
+
 def write_view(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write the HTML file for a finished run (default: RUN_DIR/view.html) and return its path."""
     run = load_run(run_dir)
     out = Path(out) if out else Path(run_dir) / "view.html"
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder: name the HTML file to write")
+    if out.exists() and not _is_view(out):
+        raise ValueError(f"--out {out} exists and is not a page `treeqa view` wrote: refusing to overwrite it")
     data = json.dumps(run, ensure_ascii=False).replace("</", "<\\/")  # safe inside <script>
     out.write_text(PAGE.format(title=html.escape(run["title"]), css=(STATIC / "style.css").read_text(),
                                js=(STATIC / "tree.js").read_text(), view_js=(STATIC / "view.js").read_text(),
