@@ -33,3 +33,13 @@ def test_view_overwrites_only_its_own_page(tmp_path, monkeypatch):
     page = view.write_view(tmp_path, tmp_path / "page.html")
     assert page.read_text().startswith("<!doctype html>")
     view.write_view(tmp_path, page)  # its own page: written again
+
+
+def test_evaluate_writes_nothing_into_a_foreign_folder(tmp_path):
+    from treeqa.runs import run_evaluation
+
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "precious.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="holds no run"):
+        run_evaluation(EvalSpec(program="direct", n=1), tmp_path / "home")
+    assert sorted(p.name for p in (tmp_path / "home").iterdir()) == ["precious.txt"]  # not even a lock

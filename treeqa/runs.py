@@ -165,6 +165,17 @@ def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
 RUN_FILES = frozenset({"spec.json", "predictions.jsonl", "predictions.jsonl.tmp", "summary.json", ".lock", "view.html"})
 
 
+def refuse_foreign_folder(out_dir: Path) -> None:
+    """Refuse a folder that holds something other than a run and no spec.json (before anything,
+    even the lock, is written there)."""
+    if not out_dir.is_dir() or (out_dir / "spec.json").is_file():
+        return
+    strangers = sorted(p.name for p in out_dir.iterdir() if p.name not in RUN_FILES)
+    if strangers:
+        shown = ", ".join(strangers[:5]) + (f" and {len(strangers) - 5} more" if len(strangers) > 5 else "")
+        raise ValueError(f"--out {out_dir} is not empty and holds no run ({shown}): give a new or empty folder")
+
+
 def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
     """Make `out_dir` this spec's folder; a folder written by another spec is refused, naming both."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -182,10 +193,7 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
     else:  # no spec.json (deleted, or a copied folder): the records' keys say whose folder it is
         from treeqa.evaluation import read_records
 
-        strangers = sorted(p.name for p in out_dir.iterdir() if p.name not in RUN_FILES) if out_dir.is_dir() else []
-        if strangers:
-            shown = ", ".join(strangers[:5]) + (f" and {len(strangers) - 5} more" if len(strangers) > 5 else "")
-            raise ValueError(f"--out {out_dir} is not empty and holds no run ({shown}): give a new or empty folder")
+        refuse_foreign_folder(out_dir)
 
         keys = {r.get("run") for r in read_records(out_dir / "predictions.jsonl")} - {None, spec.key()}
         if keys:
@@ -257,6 +265,7 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
     out_dir = Path(out) if out else spec.default_out()
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file, not a folder")
+    refuse_foreign_folder(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir):
         claim_folder(out_dir, spec)
