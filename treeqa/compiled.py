@@ -238,7 +238,7 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None,
         from treeqa.retrievers import get_retriever
 
         retriever = get_retriever(recipe["dataset"], recipe.get("retriever", "dense"), corpus=recipe.get("corpus"))
-    adapter = _adapter_path(recipe, path, program_of=name)
+    adapter = _adapter_path(recipe, path)
     program = build_program(name, retriever, preset=preset, **params)
     try:
         program.load_state(trusted_state(program, state, path))
@@ -250,7 +250,7 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None,
     return program
 
 
-def _adapter_path(recipe: dict[str, Any], path: Path, program_of: str) -> tuple[Path, tuple[str, ...]] | None:
+def _adapter_path(recipe: dict[str, Any], path: Path) -> tuple[Path, tuple[str, ...]] | None:
     """(verified adapter file, predictors) of a compiled file that records one (see
     `treeqa.lm.adapter.recorded_adapter`), its errors as CompiledProgramError."""
     from treeqa.lm.adapter import AdapterError, recorded_adapter

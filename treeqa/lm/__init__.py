@@ -20,7 +20,7 @@ from treeqa.lm._endpoint import EndpointLM, EndpointTimeoutError
 from treeqa.lm._engine import EngineStats, LlamaEngine, local_engine, request_messages
 from treeqa.lm._weights import ModelCorruptError, ModelMissingError, model_path
 from treeqa.lm._weights import install as install_model
-from treeqa.lm.adapter import sha256_of
+from treeqa.lm._weights import sha256_of
 from treeqa.settings import get_settings
 
 LOCAL_NAMES = ("local", "embedded")

@@ -11,11 +11,12 @@ never a silently different model.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from treeqa.lm._weights import sha256_of
 
 # Hugging Face projection names -> llama.cpp's tensor names (Qwen2 / Llama layout)
 GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
@@ -95,14 +96,6 @@ def read_adapter(path: str | Path) -> dict[str, Any]:
         raise AdapterError(f"{path}: not a LoRA adapter (general.type={field('general.type')!r})")
     shapes = {t.name: tuple(int(d) for d in t.shape) for t in reader.tensors}
     return {"architecture": field("general.architecture"), "alpha": field("adapter.lora.alpha"), "shapes": shapes}
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(8 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
