@@ -18,9 +18,8 @@ from dspy.clients.lm import _is_openai_reasoning_model  # DSPy's own test of whi
 from treeqa.lm import _weights
 from treeqa.lm._endpoint import EndpointLM, EndpointTimeoutError
 from treeqa.lm._engine import EngineStats, LlamaEngine, local_engine, request_messages
-from treeqa.lm._weights import ModelCorruptError, ModelMissingError, model_path
+from treeqa.lm._weights import ModelCorruptError, ModelMissingError, model_path, sha256_of
 from treeqa.lm._weights import install as install_model
-from treeqa.lm._weights import sha256_of
 from treeqa.settings import get_settings
 
 LOCAL_NAMES = ("local", "embedded")
