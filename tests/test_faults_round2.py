@@ -160,6 +160,7 @@ def test_7_a_hung_endpoint_fails_the_call_at_the_deadline(settings_env):
     settings_env(lm_timeout=1.0, lm_retries=3)
     with FakeEndpoint(lambda n, body, headers: (200, "late", 10)) as ep:
         lm = treeqa.lm.get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)
+        lm.wait_ready()  # the process's first use of the route is not the call's (tests/test_endpoint_deadline.py)
         started = time.monotonic()
         with pytest.raises(treeqa.lm.EndpointTimeoutError, match=f"{ep.url}: no answer within 1 s"):
             lm("hello")

@@ -424,6 +424,8 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
         qa = build_program(program, index)
         dataset = (corpus or dataset) if uses_retriever(program) else None
     model = get_lm(lm, api_base=api_base, cache=cache)
+    if hasattr(model, "wait_ready"):
+        model.wait_ready()  # an endpoint's first-use warm-up at start-up, not in the first request
     return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, recipe))
 
 

@@ -9,6 +9,12 @@
 - The response cache keyed by the endpoint too: DSPy's key leaves out `api_base`, so two
   servers of the same model name would share answers (a dead endpoint answered from another's).
 - Errors that name the endpoint.
+- The deadline counts the endpoint's time, not the process's warm-up. A process's first call
+  imports LiteLLM, builds DSPy's router and loads a tokenizer table (which of these a call needs
+  is decided per request, deep in DSPy): 13-70 s on a busy 2-core machine, which failed a 3 s
+  deadline against a server that answered at once. So each EndpointLM sends one call down the
+  same path to a closed local port in the background as it is made (overlapping the rest of the
+  start-up), and a call's clock starts once that is done.
 
 Past its deadline an attempt is abandoned, not killed (an HTTP read cannot be interrupted from
 outside); it ends by itself within DSPy's per-request timeout, which is set to the deadline.
@@ -26,6 +32,9 @@ import dspy
 from dspy.utils.exceptions import is_retryable_lm_error
 
 _CACHE_IGNORED = ("api_key",)
+_CLOSED_PORT = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there, the connection is refused
+_WARM_UPS: dict[tuple[str, str], threading.Thread] = {}
+_WARM_UPS_LOCK = threading.Lock()
 
 
 class EndpointTimeoutError(TimeoutError):
@@ -49,6 +58,7 @@ class EndpointLM(dspy.LM):
         super().__init__(model, cache=False, num_retries=0, **kwargs)  # retries and caching are done here
         self.deadline, self.retries, self.response_cache = float(deadline), retries, cache
         self.endpoint = kwargs.get("api_base") or f"{model.split('/')[0]}'s default endpoint"
+        _warm_up(self)
 
     def __call__(self, prompt=None, *, messages=None, **kwargs):
         use_cache = self.response_cache and kwargs.pop("cache", True)
@@ -60,12 +70,18 @@ class EndpointLM(dspy.LM):
             dspy.cache.put(key, outputs)
         return outputs
 
+    def wait_ready(self) -> None:
+        """Wait for this route's first-use warm-up (started when the LM was made): a server
+        calls it at start-up so that its first request is not the slow one."""
+        _warm_up(self).join()
+
     def _cache_key(self, prompt, messages, kwargs) -> dict[str, Any]:
         settings = {k: v for k, v in {**self.kwargs, **kwargs}.items() if k not in _CACHE_IGNORED}
         return {"_fn_identifier": "treeqa.lm.EndpointLM", "endpoint": self.endpoint, "model": self.model,
                 "model_type": self.model_type, "prompt": prompt, "messages": messages, **settings}
 
     def _within_deadline(self, prompt, messages, kwargs):
+        self.wait_ready()  # never counted against an endpoint's deadline
         ends = time.monotonic() + self.deadline
         for attempt in range(self.retries + 1):
             try:
@@ -102,6 +118,29 @@ class EndpointLM(dspy.LM):
         if "error" in outcome:
             raise outcome["error"]
         return outcome["value"]
+
+
+def _warm_up(lm: EndpointLM) -> threading.Thread:
+    """The background warm-up of `lm`'s route (model and endpoint), started once a process."""
+    route = (lm.model, lm.endpoint)
+    with _WARM_UPS_LOCK:
+        if route not in _WARM_UPS:
+            _WARM_UPS[route] = threading.Thread(target=_first_use, args=(lm,), daemon=True,
+                                                name="treeqa-endpoint-warm-up")
+            _WARM_UPS[route].start()
+        return _WARM_UPS[route]
+
+
+def _first_use(lm: EndpointLM) -> None:
+    """One call down `lm`'s own path to a closed local port, refused at once: what that path
+    loads on first use (client libraries, routers, tokenizer tables) loads here."""
+    probe = copy.copy(lm)
+    probe.kwargs = {**lm.kwargs, "api_base": _CLOSED_PORT, "timeout": 10}
+    probe.history = []
+    try:
+        dspy.LM.__call__(probe, "warm-up", cache=False)
+    except Exception:  # noqa: BLE001 - refused, as intended; a real fault shows on the real call
+        pass
 
 
 def _backoff(exc: Exception, attempt: int) -> float:
