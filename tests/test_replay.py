@@ -230,3 +230,54 @@ def test_optimize_reads_its_compiled_side_from_a_runs_recorded_searches(fixture_
     with pytest.raises(ReplayError, match="predictor review: its demos differ"):  # a compile that changes the search
         run_optimize(OptimizeSpec(program="tor", optimizer="annotated", train=2, dev=2, params=params,
                                   replay_from=str(source)), tmp_path / "A")
+
+
+def test_replay_refuses_records_another_spec_wrote_and_what_is_not_a_file(fixture_data, tmp_path, monkeypatch):
+    """A run folder whose predictions.jsonl holds another program's records (here selfask's, beside
+    the ToR run's spec.json) is refused as `evaluate` refuses it, and before any compile; a folder,
+    a FIFO or a symlink loop where the records should be is named, not read as "no search"."""
+    import os
+
+    from treeqa.optimize import OptimizeSpec, run_optimize
+    from treeqa.runs import EvalSpec, run_evaluation
+
+    searcher = tree_retriever()
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: searcher)
+    lm, engine = scripted_lm(answering(varied, answer="Paris"), classify=review_kind, whole_call=True)
+    use_lm(monkeypatch, lm)
+    params = {"widths": [3, 2]}
+    run_evaluation(EvalSpec(program="tor", n=2, params=params), tmp_path / "tor")
+    run_evaluation(EvalSpec(program="selfask", n=2), tmp_path / "selfask")
+    searcher.passages = list(passages_of(searcher).values())
+    tor = (tmp_path / "tor" / "predictions.jsonl").read_text()
+    (tmp_path / "tor" / "predictions.jsonl").write_text((tmp_path / "selfask" / "predictions.jsonl").read_text())
+    _, source = _recipe(tmp_path, "source", widths=(3, 2))
+    cli = CliRunner()
+
+    before = len(engine.calls)
+    result = cli.invoke(app, ["replay", str(tmp_path / "tor"), "--compiled", str(source),
+                              "--out", str(tmp_path / "replay")])
+    assert result.exit_code == 1 and "holds records of another run spec" in result.output
+    with pytest.raises(ReplayError, match="holds records of another run spec"):  # before the compile
+        run_optimize(OptimizeSpec(program="tor", optimizer="reader", train=2, dev=2, params=params,
+                                  replay_from=str(tmp_path / "tor")), tmp_path / "O")
+    assert len(engine.calls) == before and not (tmp_path / "replay").exists()
+
+    records = tmp_path / "tor" / "predictions.jsonl"
+    for make, kind in [(lambda p: p.mkdir(), "a folder"), (os.mkfifo, "a FIFO"),
+                       (lambda p: (p.symlink_to(p.with_name("loop")), p.with_name("loop").symlink_to(p)),
+                        "a symlink loop")]:
+        records.unlink() if records.is_symlink() or records.exists() and not records.is_dir() else None
+        if records.is_dir():
+            records.rmdir()
+        make(records)
+        result = cli.invoke(app, ["replay", str(tmp_path / "tor"), "--compiled", str(source),
+                                  "--out", str(tmp_path / "replay")])
+        assert result.exit_code == 1 and f"predictions.jsonl is {kind}" in result.output, result.output
+        if kind == "a symlink loop":
+            records.with_name("loop").unlink()
+    records.unlink()
+    records.write_text(tor)  # its own records again: replayed
+    result = cli.invoke(app, ["replay", str(tmp_path / "tor"), "--compiled", str(source),
+                              "--out", str(tmp_path / "replay")])
+    assert result.exit_code == 0, result.output

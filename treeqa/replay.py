@@ -15,8 +15,10 @@ id. `check_same_search` refuses a program whose search could differ from the rec
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
+import stat
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -211,7 +213,6 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     replayed, questions in the sample). The run's folder is only read; the replay's records go
     to `out` and a rerun resumes them."""
     from treeqa.compiled import load_program, read_recipe, recipe_settings
-    from treeqa.evaluation import read_records
     from treeqa.runs import EvalSpec, run_evaluation
 
     recorded = recorded_spec(records_dir)
@@ -228,7 +229,7 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     settings = {**recipe_settings(recipe)[0], **overrides}
     target = ({**recipe, "settings": settings}, state)
     check_same_search(read_recipe(source) if source else source_recipe(records_dir, recorded), target)
-    trees = recorded_trees(read_records(records_dir / "predictions.jsonl"), replayable(recipe["program"]).reader)
+    trees = recorded_trees(run_records(records_dir, recorded), replayable(recipe["program"]).reader)
     if not trees:
         raise ReplayError(f"{records_dir / 'predictions.jsonl'} holds no recorded search to replay")
     program = load_program(compiled, expect=recipe["program"], overrides=overrides)
@@ -286,6 +287,41 @@ def check_replay_source(records_dir: Path, spec) -> None:
               if getattr(recorded, k) != getattr(spec, k)]
     if differ:
         raise ReplayError(f"{records_dir} is not a run of these questions: " + "; ".join(differ))
+    run_records(records_dir, recorded)
+
+
+def run_records(records_dir: Path, recorded) -> list[dict]:
+    """The records of the run whose spec is `recorded`, as `evaluate` would resume them: refused
+    when predictions.jsonl is not a plain file, or holds records another spec wrote."""
+    from treeqa.evaluation import read_records
+
+    path = records_dir / "predictions.jsonl"
+    if (kind := not_a_records_file(path)) is not None:
+        raise ReplayError(f"{path} is {kind}, not a file of records")
+    records = read_records(path)
+    foreign = sorted({str(r["run"]) for r in records if r.get("run") not in (None, recorded.key())})
+    if foreign:
+        raise ReplayError(f"{path} holds records of another run spec ({', '.join(foreign)}; its spec.json "
+                          f"is {recorded.key()}): not this run's records")
+    return records
+
+
+def not_a_records_file(path: Path) -> str | None:
+    """What `path` is when it is not a plain file that can be read (None when it is one):
+    reading a FIFO would wait forever, a folder or a symlink loop would read as no records."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    return "a socket or device"
 
 
 def recorded_spec(records_dir: Path):
