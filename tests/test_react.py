@@ -359,3 +359,15 @@ def test_fixed_passages_are_cut_to_passage_chars():
     respond, seen = agent([act("search", "Jaws")])
     run(ReActSearch(FakeRetriever(fixed={"Jaws": [long]}), passage_chars=100), respond)
     assert seen[1]["observation_0"] == "[1] Jaws: " + "x" * 100 + " …"
+
+
+def test_a_failed_step_is_logged_in_one_line_not_with_dspys_traceback(caplog):
+    """A failing or garbage-answering server: one warning line per failed step (treeqa's), not
+    DSPy's "Ending the trajectory" with five frames of traceback besides."""
+    respond, _ = agent([act("search", "Jaws director"), RuntimeError("HTTP 500 from the server")])
+    with caplog.at_level("WARNING"):
+        pred, _ = run(ReActSearch(FakeRetriever()), respond)
+    assert [f["where"] for f in pred.failures] == ["step2"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert [m for m in lines if "step2" in m] == ["LM call step2 failed: LMUnexpectedError: [local/scripted] HTTP 500 from the server"]
+    assert not any("Traceback" in m or "Ending the trajectory" in m for m in lines), lines

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,18 @@ _RUN: ContextVar[_Run | None] = ContextVar("treeqa_react_run", default=None)
 class StepFailed(ValueError):
     """An agent step whose LM call failed; a ValueError, which `dspy.ReAct` takes as the end of
     the search."""
+
+
+class _StepFailureLoggedOnce(logging.Filter):
+    """`dspy.ReAct` logs the ValueError that ends its loop with five frames of traceback ("Ending
+    the trajectory: ..."); a `StepFailed` was already logged in one line where it was recorded
+    (`record_failure`), so DSPy's copy is dropped: 6-12 tracebacks a run against a failing server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return StepFailed.__name__ not in record.getMessage()
+
+
+logging.getLogger("dspy.predict.react").addFilter(_StepFailureLoggedOnce())
 
 
 class AgentStep(dspy.Predict):
