@@ -326,12 +326,15 @@ def not_a_records_file(path: Path) -> str | None:
 
 def recorded_spec(records_dir: Path):
     """The EvalSpec of the run in `records_dir` (the sample its records answer)."""
-    from treeqa.runs import EvalSpec
+    from treeqa.runs import read_spec
 
     spec_file = records_dir / "spec.json"
     if not spec_file.is_file():
         raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
-    return EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+    try:
+        return read_spec(spec_file)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from exc
 
 
 def replayable(name: str | None):

@@ -14,7 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from treeqa.programs import validate_params
 from treeqa.settings import PROJECT_ROOT
@@ -182,11 +182,7 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
         raise ValueError(f"--out {out_dir} is a file, not a folder")
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
-        try:
-            earlier = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise ValueError(f"{spec_file} is not an evaluation spec ({str(exc).splitlines()[0]}): "
-                             "use another output folder") from exc
+        earlier = read_spec(spec_file, "use another output folder")
         if earlier.key() != spec.key():
             raise ValueError(f"{out_dir} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
@@ -220,10 +216,25 @@ def check_adoptable(source: Path, spec: EvalSpec) -> None:
     spec_file = source / "spec.json"
     if not spec_file.is_file():
         raise ValueError(f"{source} is not a run folder (no spec.json)")
-    earlier = EvalSpec.model_validate_json(spec_file.read_text(encoding="utf-8"))
+    earlier = read_spec(spec_file)
     if earlier.key() != spec.key():
         raise ValueError(f"{source} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                          f"  needed: {describe_spec(spec)}")
+
+
+def read_spec(spec_file: Path, advice: str = "") -> EvalSpec:
+    """The EvalSpec in a run's spec.json; one that is not (not JSON, a field wrong, unreadable) is
+    an error naming the file and the first fault, cut short, never the whole value echoed."""
+    try:
+        return EvalSpec.model_validate_json(spec_file.read_bytes())
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(map(str, error["loc"]))
+        fault = (f"{where}: " if where else "") + error["msg"][:200]
+        raise ValueError(f"{spec_file} is not an evaluation spec ({fault})" + (f": {advice}" if advice else "")) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        fault = f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise ValueError(f"{spec_file} is not an evaluation spec ({fault})" + (f": {advice}" if advice else "")) from exc
 
 
 def describe_spec(spec: EvalSpec) -> str:
