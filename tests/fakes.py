@@ -390,6 +390,14 @@ def simulated_endpoint(latency: float, overlap: Overlap | None = None, answer: s
     return FakeEndpoint(reply)
 
 
+def local_client(app, **kwargs):
+    """fastapi's TestClient speaking as a browser on this machine does (Host 127.0.0.1): the
+    server refuses other Host names (DNS rebinding), TestClient's own "testserver" among them."""
+    from fastapi.testclient import TestClient
+
+    return TestClient(app, base_url="http://127.0.0.1", **kwargs)
+
+
 def use_lm(monkeypatch, lm: dspy.LM) -> dspy.LM:
     """Make every LM treeqa builds for this test (`treeqa.lm.get_lm`, whatever the name) be `lm`."""
     import treeqa.lm

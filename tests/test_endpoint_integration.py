@@ -7,9 +7,8 @@ import threading
 import time
 
 import pytest
-from fastapi.testclient import TestClient
 
-from tests.fakes import llama_server, requires_shared_data
+from tests.fakes import llama_server, local_client, requires_shared_data
 from treeqa.evaluation import read_records
 from treeqa.runs import EvalSpec, run_evaluation
 
@@ -76,7 +75,7 @@ def test_serve_backed_by_the_server(llama_server_url):
     from treeqa.serving import create_app
 
     served = load_served(None, "direct", "hotpotqa", "dense", "openai/qwen", llama_server_url, cache=False)
-    with TestClient(create_app(served, concurrency=2, time_limit=300)) as client:
+    with local_client(create_app(served, concurrency=2, time_limit=300)) as client:
         body = client.post("/v1/ask", json={"question": "What is the capital of France?"}).json()
     assert "paris" in body["answer"].lower() and body["failures"] == [] and body["lm_calls"] == 1
 

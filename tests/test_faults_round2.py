@@ -10,11 +10,20 @@ import time
 
 import dspy
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import treeqa.lm
-from tests.fakes import FakeEndpoint, answering, generic_lm, review, review_kind, scripted_lm, tree_retriever, use_lm
+from tests.fakes import (
+    FakeEndpoint,
+    answering,
+    generic_lm,
+    local_client,
+    review,
+    review_kind,
+    scripted_lm,
+    tree_retriever,
+    use_lm,
+)
 from treeqa.cli import app, printable
 from treeqa.compiled import CompiledProgramError, load_program, save_compiled
 from treeqa.evaluation import read_records
@@ -49,7 +58,7 @@ def _served(script, program="direct"):
 
 def test_1_a_large_body_is_refused_unread_and_the_queue_applies_first():
     served, engine = _served(lambda call: {"answer": "Cincinnati"})
-    with TestClient(create_app(served, queue_size=0, time_limit=20)) as client:
+    with local_client(create_app(served, queue_size=0, time_limit=20)) as client:
         big = client.post("/v1/ask", content=b'{"question": "' + b"x" * (MAX_BODY_BYTES * 4) + b'"}',
                           headers={"Content-Type": "application/json"})
         client.app.state.runner._in_flight = 1  # one request running, none may wait
@@ -65,7 +74,7 @@ def test_2_upstream_text_stays_in_the_log(caplog):
         return RuntimeError(f"upstream said: Authorization: Bearer {SECRET} at http://10.1.2.3:8000")
 
     served, _ = _served(leaky)
-    with TestClient(create_app(served, time_limit=20)) as client:
+    with local_client(create_app(served, time_limit=20)) as client:
         body = client.post("/v1/ask", json={"question": Q}).json()
         stream = client.post("/v1/ask/stream", json={"question": Q}).text
     assert SECRET not in json.dumps(body) and "10.1.2.3" not in json.dumps(body) and SECRET not in stream
@@ -76,7 +85,7 @@ def test_2_upstream_text_stays_in_the_log(caplog):
 def test_2_a_crash_is_a_generic_500():
     served, _ = _served(lambda call: {"answer": "x"})
     served.program.forward = lambda question: (_ for _ in ()).throw(ValueError(f"key {SECRET}"))
-    with TestClient(create_app(served, time_limit=20), raise_server_exceptions=False) as client:
+    with local_client(create_app(served, time_limit=20), raise_server_exceptions=False) as client:
         response = client.post("/v1/ask", json={"question": Q})
     assert response.status_code == 500 and SECRET not in response.text and "error" in response.json()
 
@@ -370,7 +379,7 @@ def test_15_a_cancelled_search_stops_at_its_next_step():
 
 def test_404_405_and_non_utf8_bodies_are_error_objects():
     served, _ = _served(lambda call: {"answer": "x"})
-    with TestClient(create_app(served, time_limit=20)) as client:
+    with local_client(create_app(served, time_limit=20)) as client:
         missing = client.get("/nothing")
         wrong = client.get("/v1/ask")
         binary = client.post("/v1/ask", content=b'{"question": "\xff\xfe"}',

@@ -5,10 +5,9 @@ import json
 import sys
 
 import pytest
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from tests.fakes import FakeRetriever, generic_lm, use_lm
+from tests.fakes import FakeRetriever, generic_lm, local_client, use_lm
 from treeqa.programs import PROGRAMS, build_program, discover, program_name
 from treeqa.programs.contract import REGISTRY, QAProgram
 
@@ -120,7 +119,7 @@ def test_the_toy_is_evaluated_compiled_served_and_drawn(toy, fixture_data, tmp_p
     assert len(demos) >= 1 and all(set(d.keys()) == {"question", "passages", "answer"} for d in demos)
 
     program = build_program("toy", FakeRetriever())
-    with TestClient(create_app(Served(program, lm, None, program_info(program, "toy", lm, "hotpotqa")),
+    with local_client(create_app(Served(program, lm, None, program_info(program, "toy", lm, "hotpotqa")),
                                time_limit=20)) as client:
         body = client.post("/v1/ask", json={"question": "Where is the lake?"}).json()
         info = client.get("/v1/program").json()

@@ -369,5 +369,6 @@ def test_a_failed_step_is_logged_in_one_line_not_with_dspys_traceback(caplog):
         pred, _ = run(ReActSearch(FakeRetriever()), respond)
     assert [f["where"] for f in pred.failures] == ["step2"]
     lines = [r.getMessage() for r in caplog.records]
-    assert [m for m in lines if "step2" in m] == ["LM call step2 failed: LMUnexpectedError: [local/scripted] HTTP 500 from the server"]
+    assert [m for m in lines if "step2" in m] == [
+        "LM call step2 failed: LMUnexpectedError: [local/scripted] HTTP 500 from the server"]
     assert not any("Traceback" in m or "Ending the trajectory" in m for m in lines), lines

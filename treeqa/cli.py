@@ -447,12 +447,16 @@ def serve(
     cache: Annotated[bool, typer.Option(help="Answer a question asked recently from DSPy's response cache "
                                              "(in memory, TREEQA_MEMORY_CACHE_ENTRIES responses, kept per "
                                              "model and endpoint).")] = True,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        help="Another Host name to answer to (the name a proxy or a browser uses for this server; "
+             "repeatable; '*' for any). Without it: the --host address, and for 127.0.0.1 or 0.0.0.0 "
+             "the machine's own names.")] = None,
 ) -> None:
     """Serve a program over HTTP: POST /v1/ask, a streaming /v1/ask/stream, and a page at /."""
     import uvicorn
 
     from treeqa.lm import is_embedded
-    from treeqa.serving import create_app
+    from treeqa.serving import allowed_hosts_for, create_app
 
     if concurrency < 1 or queue < 0 or not time_limit > 0:
         _fail(f"--concurrency must be 1 or more (got {concurrency}), --queue 0 or more (got {queue}) and "
@@ -468,7 +472,9 @@ def serve(
         typer.echo("the embedded engine answers one call at a time: --concurrency set to 1")
         concurrency = 1
     typer.echo(f"serving {served.info['program']} ({served.info['optimizer']}) on http://{host}:{port}/")
-    uvicorn.run(create_app(served, concurrency, queue, time_limit), host=host, port=port, log_level="info")
+    allowed = allowed_hosts_for(host, allow_host or [])
+    uvicorn.run(create_app(served, concurrency, queue, time_limit, allowed_hosts=allowed), host=host, port=port,
+                log_level="info")
 
 
 @app.command("view")

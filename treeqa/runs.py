@@ -225,16 +225,17 @@ def check_adoptable(source: Path, spec: EvalSpec) -> None:
 def read_spec(spec_file: Path, advice: str = "") -> EvalSpec:
     """The EvalSpec in a run's spec.json; one that is not (not JSON, a field wrong, unreadable) is
     an error naming the file and the first fault, cut short, never the whole value echoed."""
+    advice_text = f": {advice}" if advice else ""
     try:
         return EvalSpec.model_validate_json(spec_file.read_bytes())
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(map(str, error["loc"]))
         fault = (f"{where}: " if where else "") + error["msg"][:200]
-        raise ValueError(f"{spec_file} is not an evaluation spec ({fault})" + (f": {advice}" if advice else "")) from exc
+        raise ValueError(f"{spec_file} is not an evaluation spec ({fault}){advice_text}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         fault = f"{type(exc).__name__}: {str(exc)[:200]}"
-        raise ValueError(f"{spec_file} is not an evaluation spec ({fault})" + (f": {advice}" if advice else "")) from exc
+        raise ValueError(f"{spec_file} is not an evaluation spec ({fault}){advice_text}") from exc
 
 
 def describe_spec(spec: EvalSpec) -> str:

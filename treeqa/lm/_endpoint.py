@@ -134,11 +134,11 @@ def _warm_up(lm: EndpointLM) -> threading.Thread:
 def _first_use(lm: EndpointLM) -> None:
     """One call down `lm`'s own path to a closed local port, refused at once: what that path
     loads on first use (client libraries, routers, tokenizer tables) loads here."""
-    probe = copy.copy(lm)
-    probe.kwargs = {**lm.kwargs, "api_base": _CLOSED_PORT, "timeout": 10}
-    probe.history = []
+    # a fresh LM, not a copy: a copy would share (and set up) the original's client, bound to the closed port
+    probe = dspy.LM(lm.model, model_type=lm.model_type, cache=False, num_retries=0,
+                    **{**lm.kwargs, "api_base": _CLOSED_PORT, "timeout": 10})
     try:
-        dspy.LM.__call__(probe, "warm-up", cache=False)
+        probe("warm-up")
     except Exception:  # noqa: BLE001 - refused, as intended; a real fault shows on the real call
         pass
 

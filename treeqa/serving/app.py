@@ -10,8 +10,15 @@
 The embedded engine serves one call at a time, so requests run one at a time and wait in a
 bounded queue (503 with Retry-After when it is full); against an endpoint `concurrency`
 requests run at once. Each request has a time limit (504), questions a length limit (413),
-and errors come back as JSON `{"error": ...}`. The model runs in worker threads: the event
+and errors come back as JSON `{"error": ...}`; a question whose LM calls all failed is 502 (504
+where the LM timed out), not an empty answer. The model runs in worker threads: the event
 loop never blocks on it.
+
+A web page the user opens must not drive the server: a question is a POST with
+`Content-Type: application/json` (which a cross-site form cannot send without a CORS preflight,
+and no CORS header is ever sent), and the Host header must name the server (`allowed_hosts`:
+the bound address, and for a loopback or all-interfaces binding the machine's own names), so a
+DNS-rebinding page cannot read the answers either.
 """
 
 from __future__ import annotations
@@ -85,11 +92,23 @@ def scrub(value: Any) -> Any:
 
 
 class ServeError(Exception):
-    """An error with its HTTP status, sent as `{"error": message}`."""
+    """An error with its HTTP status, sent as `{"error": message}` (and `failures` where LM calls failed)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
+                 failures: list[dict] | None = None):
         super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
+        self.status, self.message, self.headers, self.failures = status, message, headers or {}, failures
+
+    def body(self) -> dict:
+        return {"error": self.message} | ({"failures": self.failures} if self.failures else {})
+
+
+def no_answer(failures: list[dict]) -> ServeError:
+    """A question left without an answer because its LM calls failed: the upstream's fault, so 502
+    (504 when it timed out), with the public form of each failure."""
+    last = failures[-1]
+    status = 504 if "Timeout" in str(last.get("error")) else 502
+    return ServeError(status, f"no answer: {last['message']}", failures=failures)
 
 
 @dataclass
@@ -181,12 +200,19 @@ class Runner:
         for failure in getattr(prediction, "failures", None) or []:
             log.warning("LM call %s failed: %s: %s", failure.get("where"), failure.get("error"),
                         str(failure.get("message"))[:500])
+        if not out["answer"].strip() and out["failures"]:
+            raise no_answer(out["failures"])
         return scrub(json.loads(json.dumps(out, default=str)))  # plain JSON, whatever the tree holds
 
 
 async def read_question(request: Request) -> str:
     """The question of a POST body, read no further than MAX_BODY_BYTES (a larger body is
-    refused while it arrives, never held or parsed whole)."""
+    refused while it arrives, never held or parsed whole). Only a JSON body is read: a form or
+    text/plain POST is what any web page can send cross-site without asking."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise ServeError(415, f"send the question as JSON with Content-Type: application/json, not "
+                              f"{media_type[:80] or 'no Content-Type'}")
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -220,15 +246,67 @@ def _question(body: AskRequest) -> str:
         raise ServeError(422, str(exc)) from None
 
 
-def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_limit: float = 300.0) -> FastAPI:
-    """The FastAPI app for `served` (see the module docstring for the routes)."""
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", ""})
+
+
+def allowed_hosts_for(host: str, extra: list[str] | tuple[str, ...] = ()) -> frozenset[str]:
+    """The Host names a server bound to `host` answers to: the address itself, the loopback names
+    for a loopback binding, and for all interfaces the machine's own names and addresses; plus
+    `extra` (a public name behind a proxy; "*" answers any, as before this check)."""
+    import socket
+
+    names = {host.strip("[]").lower()} | {name.strip("[]").lower() for name in extra}
+    if host in LOOPBACK_NAMES or host.startswith("127."):
+        names |= LOOPBACK_NAMES
+    if host in WILDCARD_ADDRESSES:
+        names |= LOOPBACK_NAMES | {socket.gethostname().lower(), socket.getfqdn().lower()}
+        try:
+            names |= {info[4][0].lower() for info in socket.getaddrinfo(socket.gethostname(), None)}
+        except OSError:
+            pass
+    return frozenset(names - WILDCARD_ADDRESSES)
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without its port ("[::1]:8000" -> "::1")."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]")[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class HostCheck:
+    """Refuses (421, as JSON) a request whose Host header does not name this server: a page on
+    another site that rebinds its DNS name to 127.0.0.1 reaches the server under its own name."""
+
+    def __init__(self, app, allowed: frozenset[str]):
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] in ("http", "websocket") and "*" not in self.allowed:
+            header = dict(scope.get("headers") or ()).get(b"host", b"").decode("latin-1")
+            if host_name(header) not in self.allowed:
+                response = JSONResponse({"error": f"this server does not answer to Host {header[:100]!r}; "
+                                                  "start it with --allow-host NAME to add a name"}, status_code=421)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_limit: float = 300.0,
+               allowed_hosts: frozenset[str] | None = None) -> FastAPI:
+    """The FastAPI app for `served` (see the module docstring for the routes); `allowed_hosts`
+    (`allowed_hosts_for`) are the Host names it answers to, the loopback names by default."""
     app = FastAPI(title="treeqa", description="Question answering by search, served.")
+    allowed = allowed_hosts if allowed_hosts is not None else allowed_hosts_for("127.0.0.1")
+    app.add_middleware(HostCheck, allowed=allowed)
     runner = Runner(served, concurrency, queue_size, time_limit)
     app.state.runner = runner
 
     @app.exception_handler(ServeError)
     async def serve_error(request: Request, exc: ServeError):
-        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError):
@@ -284,7 +362,7 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
                 try:
                     yield {"event": "answer", "data": json.dumps(task.result())}
                 except ServeError as exc:
-                    yield {"event": "error", "data": json.dumps({"error": exc.message, "status": exc.status})}
+                    yield {"event": "error", "data": json.dumps(exc.body() | {"status": exc.status})}
                 except Exception:  # noqa: BLE001 - the stream reports it; the server goes on
                     log.exception("stream failed")
                     yield {"event": "error", "data": json.dumps({"error": "internal error; the server's log has "
