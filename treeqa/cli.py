@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -76,6 +77,20 @@ def model_path() -> None:
 # options several commands share
 LmOption = Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")]
 ApiBaseOption = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+
+
+def _use_api_key(key: str | None) -> str | None:
+    """--api-key is TREEQA_API_KEY for this process (and what it starts): never part of a spec."""
+    if key:
+        os.environ["TREEQA_API_KEY"] = key
+        get_settings.cache_clear()
+    return key
+
+
+ApiKeyOption = Annotated[str | None, typer.Option(
+    help="Key for the --lm endpoint, sent as a bearer token (TREEQA_API_KEY does the same and stays out of "
+         "the process list; without either, the provider's own variable, e.g. OPENAI_API_KEY).",
+    callback=_use_api_key, show_default=False)]
 RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
                                                           "program was compiled with).")]
 CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index build "
@@ -206,6 +221,7 @@ def evaluate_cmd(
                                            "already examined), taking the next N.")] = 0,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
     retriever: RetrieverOption = None,
     corpus: CorpusOption = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
@@ -272,6 +288,7 @@ def replay_cmd(
                                                   "(read_top, max_context_chars, max_paragraph_chars).")] = [],
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
 ) -> None:
@@ -314,6 +331,7 @@ def compare_cmd(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
     corpus: CorpusOption = None,
     threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
@@ -365,6 +383,7 @@ def ask(
     corpus: CorpusOption = None,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
     tree: Annotated[bool, typer.Option("--tree", help="Also print the search tree.")] = False,
     cache: Annotated[bool, typer.Option(help="Answer from DSPy's response cache when this question was asked "
                                              "before (kept per model and endpoint).")] = True,
@@ -439,6 +458,7 @@ def serve(
     corpus: CorpusOption = None,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
@@ -512,6 +532,7 @@ def optimize_cmd(
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
     teacher_lm: Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")] = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
     corpus: CorpusOption = None,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     lm_retries: int = Field(default=2, ge=0,
                             description="Retries of a call to an endpoint after a transient error (429, 5xx, a "
                                         "timeout, a dropped connection), with back-off, within TREEQA_LM_TIMEOUT.")
+
+    api_key: SecretStr | None = Field(default=None,
+                                      description="The key sent (as a bearer token) to the endpoint --lm names; "
+                                                  "never written to a run or a log.")
 
     finetune_budget_s: float | None = Field(default=None, gt=0,
                                             description="Seconds a LoRA training may take before it stops "

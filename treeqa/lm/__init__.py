@@ -8,6 +8,7 @@ and verifying the GGUF), `_greedy_grammar` and `_lean_state`.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +114,9 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
     (e.g. "openai/gpt-4o-mini", or "hosted_vllm/Qwen2.5-7B-Instruct" with `api_base`).
     `adapter` (embedded model only) is a LoRA adapter in llama.cpp's GGUF format that the
     engine adds to the weights; its calls are cached apart from the base model's.
+    `api_key` is sent to the endpoint as a bearer token; without it, `TREEQA_API_KEY`, and for
+    `openai/<model>` at another base URL `OPENAI_API_KEY` (what the name says), else the
+    provider's own variable as LiteLLM reads it.
     """
     if not name or not name.strip():
         raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
@@ -126,10 +130,17 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
                           provider=EmbeddedProvider(), **kwargs)
     if adapter is not None:
         raise ValueError("a LoRA adapter is added to the embedded model only; an endpoint serves its own weights")
+    settings = get_settings()
+    api_key = api_key or (settings.api_key.get_secret_value() if settings.api_key else None)
     if api_base:
         kwargs["api_base"] = api_base
-        name = server_dialect(name, api_base)
+        spoken = server_dialect(name, api_base)
+        if spoken != name and not api_key:
+            # LiteLLM would read the vLLM dialect's variable (HOSTED_VLLM_API_KEY); `openai/...` names OpenAI's
+            api_key = os.environ.get("OPENAI_API_KEY")
+        name = spoken
         if name.startswith("hosted_vllm/"):
+            # a provider that refuses a field it does not know is asked again without it (EndpointLM)
             kwargs["extra_body"] = {**UNPENALISED, **(kwargs.get("extra_body") or {})}
     if api_key:
         kwargs["api_key"] = api_key
@@ -138,7 +149,6 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         # vLLM), which made two runs of one question give different answers. OpenAI's reasoning
         # models accept only their default.
         kwargs["temperature"] = 0.0
-    settings = get_settings()
     # a hung or failing endpoint fails the call within TREEQA_LM_TIMEOUT, retries included, never the run
     return EndpointLM(name, deadline=settings.lm_timeout, retries=settings.lm_retries, cache=cache, **kwargs)
 

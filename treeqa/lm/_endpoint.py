@@ -9,6 +9,9 @@
 - The response cache keyed by the endpoint too: DSPy's key leaves out `api_base`, so two
   servers of the same model name would share answers (a dead endpoint answered from another's).
 - Errors that name the endpoint.
+- Optional fields treeqa adds for servers of one's own (llama.cpp's `repeat_penalty`) left out,
+  for that LM from then on, when a provider refuses one by name (a 400): hosted providers may
+  refuse fields they do not know.
 - The deadline counts the endpoint's time, not the process's warm-up. A process's first call
   imports LiteLLM, builds DSPy's router and loads a tokenizer table (which of these a call needs
   is decided per request, deep in DSPy): 13-70 s on a busy 2-core machine, which failed a 3 s
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import logging
 import threading
 import time
 from typing import Any
@@ -31,6 +35,7 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import is_retryable_lm_error
 
+log = logging.getLogger(__name__)
 _CACHE_IGNORED = ("api_key",)
 _CLOSED_PORT = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there, the connection is refused
 _WARM_UPS: dict[tuple[str, str], threading.Thread] = {}
@@ -83,10 +88,13 @@ class EndpointLM(dspy.LM):
     def _within_deadline(self, prompt, messages, kwargs):
         self.wait_ready()  # never counted against an endpoint's deadline
         ends = time.monotonic() + self.deadline
-        for attempt in range(self.retries + 1):
+        attempt = 0
+        while True:
             try:
                 return self._attempt(prompt, messages, kwargs, ends - time.monotonic())
             except Exception as exc:  # noqa: BLE001 - retried when transient, else raised as it is
+                if self._drop_refused_fields(exc):
+                    continue  # asked again at once without them; not a retry
                 left = ends - time.monotonic()
                 delay = _backoff(exc, attempt)
                 if attempt == self.retries or not is_retryable_lm_error(exc) or delay >= left:
@@ -94,7 +102,21 @@ class EndpointLM(dspy.LM):
                         exc.add_note(f"endpoint {self.endpoint}: {attempt + 1} attempt(s)")
                     raise
                 time.sleep(delay)
-        raise AssertionError("unreachable")  # the last attempt returns or raises
+                attempt += 1
+
+    def _drop_refused_fields(self, exc: Exception) -> bool:
+        """Leave out, for this LM from now on, the optional fields treeqa added (`extra_body`:
+        llama.cpp's repeat_penalty) that the server refused by name with a 400: a hosted provider
+        may refuse a field it does not know, where a server of one's own reads it."""
+        extra = self.kwargs.get("extra_body") or {}
+        if getattr(exc, "status", None) != 400 or not extra:
+            return False
+        refused = [field for field in extra if field in str(exc)]
+        if not refused:
+            return False
+        self.kwargs = {**self.kwargs, "extra_body": {k: v for k, v in extra.items() if k not in refused}}
+        log.warning("%s refused the field(s) %s: asking it again without them", self.endpoint, ", ".join(refused))
+        return True
 
     def _attempt(self, prompt, messages, kwargs, seconds: float):
         """One request, given up on (not killed) after `seconds`."""
