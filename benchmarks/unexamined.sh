@@ -24,6 +24,8 @@
 # reads the top READ_TOP on tor-path-judge's trees. With REPLAY=1, tor-path-judge-reader's
 # compiled side reads tor-path-judge's trees too (`optimize --replay-from`: the same judge, so the
 # same searches) instead of searching again.
+# record also takes rta-lora when present: rta with the LoRA reader (benchmarks/lora_reader.sh, whose
+# hotpotqa and 2wiki steps run it into this folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -70,7 +72,7 @@ for step in "${steps[@]}"; do
             [ "$reading" = "tor-path-judge-read-$READ_TOP" ] ||
                 reading_pairs=(--pair "$reading:rta" --pair "$reading:tor" --pair "$reading:tor-path-judge-read-$READ_TOP")
             for run in rta tor tor-path-judge tor-path-judge-replay "tor-path-judge-read-$READ_TOP" \
-                    "tor-path-judge-read-$READ_TOP-replay" "$reading" "tor-path-judge-read-$READ_TOP-reader"; do
+                    "tor-path-judge-read-$READ_TOP-replay" "$reading" "tor-path-judge-read-$READ_TOP-reader" rta-lora; do
                 [[ " ${runs[*]} " == *" $OUT/$run "* ]] && continue
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/compiled/summary.json" ] && runs+=("$OUT/$run")
             done
@@ -86,6 +88,7 @@ for step in "${steps[@]}"; do
                 --pair "tor-path-judge-read-$READ_TOP-replay:rta" --pair "tor-path-judge-read-$READ_TOP-replay:tor" \
                 --pair "tor-path-judge-read-$READ_TOP-replay:tor-path-judge" \
                 "${reading_pairs[@]}" \
+                --pair rta-lora:rta --pair "rta-lora:tor-path-judge-read-$READ_TOP-reader" \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR, ToR compiled with --optimizer path-judge (with read_top=3, and with the reader compiled on top) on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
