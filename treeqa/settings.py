@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     model_path: Path | None = Field(default=None,
                                     description="A GGUF file to use instead of the assembled embedded model.")
     threads: int = Field(default=2, ge=1, description="CPU threads for the embedded LLM.")
+    adapt_threads: bool = Field(default=True,
+                                description="Generate with fewer threads while other processes keep cores "
+                                            "busy (Linux; prompts keep every thread).")
     context_size: int = Field(default=4096, ge=512, description="Context window of the embedded LLM, in tokens.")
     max_tokens: int = Field(default=512, ge=1, description="Default cap on generated tokens per call.")
     allow_hub: bool = Field(default=False,

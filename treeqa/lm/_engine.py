@@ -21,6 +21,7 @@ from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 from treeqa.lm import _greedy_grammar as greedy_grammar
 from treeqa.lm import _lean_state as lean_state
 from treeqa.lm import _weights as local_model
+from treeqa.lm._cpu_share import CpuShare, generation_threads
 from treeqa.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -127,11 +128,13 @@ class LlamaEngine:
         self._lock = threading.Lock()
         self._grammars: dict[str, object] = {}
         self.adapter = Path(adapter) if adapter is not None else None
+        self.threads = self.generating_with = n_threads or settings.threads
         if llama is None:
-            llama = self._load(model_path or local_model.model_path(), n_threads or settings.threads,
-                               n_ctx or settings.context_size,
+            llama = self._load(model_path or local_model.model_path(), self.threads, n_ctx or settings.context_size,
                                settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb, self.adapter)
         self.llama = llama
+        # generation follows the cores other processes leave idle (prompts keep every thread)
+        self.cpu_share = CpuShare() if settings.adapt_threads and hasattr(llama, "_ctx") else None
         self._decoding = getattr(llama, "treeqa_decoding", None)  # set by greedy_grammar.install
         self._count_evaluated_tokens()
 
@@ -198,6 +201,7 @@ class LlamaEngine:
                 kwargs["response_format"] = {"type": "json_object"}
         wants_logprobs = config.logprobs is not None and not config.temperature and self._decoding is not None
         with self._lock:
+            self._fit_generation_threads()
             self._evaluated = 0
             if wants_logprobs:
                 self._decoding.top_logprobs = min(int(config.logprobs), self.MAX_TOP_LOGPROBS)
@@ -225,6 +229,21 @@ class LlamaEngine:
                         cache_read_tokens=max(0, prompt - computed)),
             logprobs=logprobs,
         )
+
+    def _fit_generation_threads(self) -> None:
+        """Generate on the cores other processes left idle since the last call: beside one busy
+        process 2 threads generated 11 tokens a second and 1 thread 24 (34 alone), while a
+        prompt keeps both threads (benchmarks/engine_under_load.md)."""
+        busy = self.cpu_share.others_busy() if self.cpu_share is not None else None
+        if busy is None:  # not measurable (no /proc, too short a window): as before
+            return
+        wanted = generation_threads(self.threads, busy)
+        if wanted != self.generating_with:
+            import llama_cpp
+
+            llama_cpp.llama_set_n_threads(self.llama._ctx.ctx, wanted, self.threads)
+            log.debug("generating with %d thread(s), prompts with %d", wanted, self.threads)
+            self.generating_with = wanted
 
     def _token_logprobs(self, steps) -> tuple[TokenLogprob, ...]:
         """The sampler's per-step records as lm15 token log-probabilities (text, not bytes: a
