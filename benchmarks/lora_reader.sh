@@ -13,6 +13,9 @@
 #             with the committed rta run of benchmarks/unexamined.sh
 #   2wiki     the same on the 100 unexamined 2Wiki dev questions (skip 50)
 #   record    the YAMLs
+#   train-balanced  the same training on the same reads with as many gold "yes" as "no" (the first
+#             adapter learned a "no" prior from 35 against 10: NOTES.md), into OUT=BALANCED
+#             (default benchmarks/runs/lora-reader-rta-balanced); export-balanced likewise
 # Embedded model, --no-cache, one run at a time (a training beside an evaluation halves both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +29,14 @@ for step in "${steps[@]}"; do
         train)
             "$BIN/python" benchmarks/train_reader.py --out "$OUT" --take hotpotqa:train:100 --take hotpotqa:dev:100 \
                 --take 2wikimultihopqa:dev:50 --take 2wikimultihopqa:train:50 \
+                --recipe top_layers=8 --recipe learning_rate=0.0003 --recipe accumulate=4 \
+                --compiled hotpotqa --compiled 2wikimultihopqa ;;
+        train-balanced|export-balanced)
+            balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
+            mkdir -p "$balanced"
+            [ -f "$balanced/train-data.jsonl" ] || cp "$OUT/train-data.jsonl" "$OUT/sources.json" "$balanced/"
+            from=(); [ "$step" = export-balanced ] && from=(--from-checkpoint)
+            "$BIN/python" benchmarks/train_reader.py --out "$balanced" --balance-yes-no "${from[@]}" \
                 --recipe top_layers=8 --recipe learning_rate=0.0003 --recipe accumulate=4 \
                 --compiled hotpotqa --compiled 2wikimultihopqa ;;
         export)

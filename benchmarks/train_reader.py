@@ -57,6 +57,8 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=None)
     parser.add_argument("--data-only", action="store_true")
     parser.add_argument("--compiled", action="append", default=[], help="write OUT/compiled-DATASET.json")
+    parser.add_argument("--balance-yes-no", action="store_true",
+                        help="train on as many gold 'yes' as 'no' reads (surplus left out, seeded)")
     parser.add_argument("--from-checkpoint", action="store_true",
                         help="export the adapter from OUT/checkpoint.pt instead of training")
     args = parser.parse_args()
@@ -74,6 +76,12 @@ def main() -> None:
         chats, sources = build_chats(args.take, args.k)
         (args.out / "sources.json").write_text(json.dumps(sources, indent=2))
         data.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
+    if args.balance_yes_no:
+        from treeqa.teleprompt.gold_reads import balance_yes_no
+
+        chats, dropped = balance_yes_no(chats)
+        print(f"--balance-yes-no: {dropped} reads of the more frequent yes/no answer left out, {len(chats)} kept",
+              file=sys.stderr)
     if args.data_only:
         print(f"{len(chats)} chats in {data}")
         return

@@ -238,3 +238,22 @@ def test_better_together_runs_prompts_weights_prompts(engines, tmp_path, monkeyp
         compiled = teleprompter.compile(program, trainset=trainset() * 4, valset_ratio=0, **kwargs)
     assert (tmp_path / "finetune" / "adapter.gguf").is_file()  # the w step trained an adapter
     assert "+lora-" in compiled.answer.lm.model
+
+
+def test_balancing_yes_no_leaves_out_the_surplus_of_the_more_frequent_answer_seeded():
+    from treeqa.teleprompt.gold_reads import balance_yes_no
+
+    def chat(answer, n):
+        return {"messages": [{"role": "user", "content": f"q{n}"},
+                             {"role": "assistant", "content": json.dumps({"answer": answer})}]}
+
+    chats = [chat(a, n) for n, a in enumerate(["No", "no", "yes", "Paris", "no", "NO", "Yes", "1692"])]
+    kept, dropped = balance_yes_no(chats, seed=0)
+    answers = [json.loads(c["messages"][-1]["content"])["answer"] for c in kept]
+    assert dropped == 2 and len(kept) == 6
+    assert sorted(a.lower() for a in answers if a.lower() in ("yes", "no")) == ["no", "no", "yes", "yes"]
+    assert "Paris" in answers and "1692" in answers
+    assert [c["messages"][0]["content"] for c in kept] == sorted((c["messages"][0]["content"] for c in kept),
+                                                                   key=lambda q: int(q[1:]))  # order kept
+    assert balance_yes_no(chats, seed=0) == (kept, 2)  # the same reads left out each time
+    assert balance_yes_no([chat("yes", 0), chat("no", 1)], seed=0) == ([chat("yes", 0), chat("no", 1)], 0)

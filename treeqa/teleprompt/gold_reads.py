@@ -58,3 +58,27 @@ def gold_reads(program: dspy.Module, examples: Sequence[dspy.Example], adapter: 
         chats.append(adapter.format_finetune_data(reader.signature, reader.demos, inputs,
                                                   {"answer": str(example.answers[0])}))
     return chats, skipped
+
+
+def chat_answer(chat: dict) -> str:
+    """The trained reply's `answer` (a JSON reply), or the reply itself, lower-cased."""
+    import json
+
+    reply = chat["messages"][-1]["content"]
+    try:
+        parsed = json.loads(reply)
+    except ValueError:
+        return reply.strip().lower()
+    return str(parsed.get("answer", reply) if isinstance(parsed, dict) else reply).strip().lower()
+
+
+def balance_yes_no(chats: list[dict], seed: int = 0) -> tuple[list[dict], int]:
+    """The chats with as many gold "yes" as gold "no" reads: surplus reads of the more frequent one
+    are left out (seeded), the others keep their order. A reader trained on 35 "no" against 10
+    "yes" answered "no" to 24 of 26 yes/no questions it had never seen (benchmarks/runs/
+    lora-reader-rta/NOTES.md). Returns the chats kept and how many were left out."""
+    yes = [i for i, chat in enumerate(chats) if chat_answer(chat) == "yes"]
+    no = [i for i, chat in enumerate(chats) if chat_answer(chat) == "no"]
+    larger, smaller = (yes, no) if len(yes) > len(no) else (no, yes)
+    dropped = set(random.Random(seed).sample(larger, len(larger) - len(smaller)))
+    return [chat for i, chat in enumerate(chats) if i not in dropped], len(dropped)
