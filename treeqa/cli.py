@@ -212,7 +212,9 @@ def programs_cmd() -> None:
 @app.command("evaluate")
 def evaluate_cmd(
     program: Annotated[str | None, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = None,
-    dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
+    dataset: Annotated[str | None, typer.Option(help="Dataset to evaluate on (default: the one a --compiled "
+                                                     "program was compiled on, else hotpotqa).",
+                                                show_default=False)] = None,
     split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report: dev for the "
                                                    "multi-hop sets, test for nq, triviaqa and webq).")] = None,
     n: Annotated[int, typer.Option("--n", "--dev", help="Number of questions (seeded sample).")] = 30,
@@ -254,10 +256,12 @@ def evaluate_cmd(
             loaded, recipe, retriever, corpus = load_searching(compiled, retriever if retriever_given else None,
                                                                corpus, expect=program, overrides=params)
             program = recipe["program"]
+            dataset = dataset or recipe.get("dataset")  # questions of the set it was compiled for, unless told
             stored, preset = recipe_settings(recipe)  # --param replaces stored settings; the spec says so
             params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
         if program is None:
             _fail("name a --program, or give a --compiled file")
+        dataset = dataset or "hotpotqa"
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
                         skip=skip, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
                         params=params, threads=threads, cache=cache)

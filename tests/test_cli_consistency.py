@@ -1,0 +1,43 @@
+"""The command line means the same everywhere: a compiled program is evaluated on the questions
+of the set it was compiled for unless told otherwise."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fakes import generic_lm, use_lm
+from treeqa.cli import app
+from treeqa.compiled import save_compiled
+from treeqa.programs import build_program
+
+
+@pytest.fixture
+def compiled_for_2wiki(fixture_data, monkeypatch, tmp_path):
+    use_lm(monkeypatch, generic_lm({}, default_answer="yes"))
+    return save_compiled(build_program("direct"), tmp_path / "c.json", name="direct", dataset="2wikimultihopqa",
+                         retriever="dense")
+
+
+def _evaluate(*args):
+    return CliRunner().invoke(app, ["evaluate", *args, "--n", "1"])
+
+
+def test_evaluate_compiled_takes_the_dataset_from_the_file(compiled_for_2wiki, tmp_path):
+    result = _evaluate("--compiled", str(compiled_for_2wiki), "--out", str(tmp_path / "R"))
+    assert result.exit_code == 0, result.output
+    spec = json.loads((tmp_path / "R" / "spec.json").read_text())
+    assert spec["dataset"] == "2wikimultihopqa" and spec["split"] == "dev"
+
+
+def test_a_dataset_given_is_the_one_evaluated(compiled_for_2wiki, tmp_path):
+    result = _evaluate("--compiled", str(compiled_for_2wiki), "--dataset", "hotpotqa", "--out", str(tmp_path / "R"))
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "R" / "spec.json").read_text())["dataset"] == "hotpotqa"
+
+
+def test_without_a_compiled_file_the_default_dataset_is_hotpotqa(fixture_data, monkeypatch, tmp_path):
+    use_lm(monkeypatch, generic_lm({}, default_answer="yes"))
+    result = _evaluate("--program", "direct", "--out", str(tmp_path / "R"))
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "R" / "spec.json").read_text())["dataset"] == "hotpotqa"
