@@ -41,3 +41,14 @@ def test_without_a_compiled_file_the_default_dataset_is_hotpotqa(fixture_data, m
     result = _evaluate("--program", "direct", "--out", str(tmp_path / "R"))
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "R" / "spec.json").read_text())["dataset"] == "hotpotqa"
+
+
+def test_a_default_replaced_by_another_option_is_said(fixture_data, monkeypatch, tmp_path):
+    """tor compiles on 100 train questions by default; another optimizer on 20, and says so."""
+    use_lm(monkeypatch, generic_lm({}, default_answer="yes"))
+    out = tmp_path / "O"
+    other = CliRunner().invoke(app, ["optimize", "--program", "tor", "--optimizer", "bootstrap", "--plan",
+                                     "--out", str(out)])
+    assert "--train not given: 20 train questions, the size for --optimizer bootstrap" in other.output, other.output
+    own = CliRunner().invoke(app, ["optimize", "--program", "tor", "--plan", "--out", str(tmp_path / "P")])
+    assert "--train not given" not in own.output

@@ -572,6 +572,9 @@ def optimize_cmd(
     default = PROGRAMS[program].default_compile if program in PROGRAMS else {"optimizer": "bootstrap", "train": 20}
     if train is None:
         train = default["train"] if optimizer in (None, default["optimizer"]) else 20
+        if train != default["train"]:  # said, not done silently
+            typer.echo(f"--train not given: {train} train questions, the size for --optimizer {optimizer} "
+                       f"({program}'s own compile, {default['optimizer']}, uses {default['train']})")
     optimizer = optimizer or default["optimizer"]
     try:
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train_from=train_from, train=train,
