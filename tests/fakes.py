@@ -640,3 +640,30 @@ def tiny_model(layers: int = 4, seed: int = 0):
     with torch.no_grad():  # at the default 0.02 a 32-wide head cannot move a logit by more than ~1
         model.lm_head.weight.normal_(0, 1.0)
     return model
+
+
+class FakeLlama:
+    """Stands in for llama_cpp.Llama: records calls, 'evaluates' tokens, answers in DSPy's chat format."""
+
+    def __init__(self, reply="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", delay=0.0):
+        self.reply, self.delay = reply, delay
+        self.calls, self.active, self.max_active = [], 0, 0
+        self._guard = threading.Lock()
+
+    def eval(self, tokens):
+        pass
+
+    def create_chat_completion(self, **kwargs):
+        with self._guard:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        self.calls.append(kwargs)
+        self.eval(list(range(30)))  # pretend 30 of the prompt tokens were not in the cache
+        for _ in range(4):  # each generated token but the last is fed back
+            self.eval([0])
+        time.sleep(self.delay)
+        with self._guard:
+            self.active -= 1
+        return {"id": "x", "model": "fake",
+                "choices": [{"message": {"content": self.reply}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 5}}

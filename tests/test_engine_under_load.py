@@ -8,7 +8,7 @@ import dspy
 import pytest
 
 import treeqa.lm._engine as engine_module
-from tests.test_lm import FakeLlama
+from tests.fakes import FakeLlama
 from treeqa.lm import LlamaEngine
 from treeqa.lm._cpu_share import CpuShare, generation_threads
 
