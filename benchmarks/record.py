@@ -179,6 +179,9 @@ def main() -> None:
         doc["comparisons"] = _pairs(args.runs, args.pair)
     (HERE / f"{args.name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
     rebuild_readme()
+    from results_page import PAGE, page  # docs/results.md, from the same YAMLs
+
+    PAGE.write_text(page())
     print(f"wrote {HERE / (args.name + '.yaml')} and the table in {HERE / 'README.md'}")
 
 
