@@ -52,3 +52,19 @@ def test_a_default_replaced_by_another_option_is_said(fixture_data, monkeypatch,
     assert "--train not given: 20 train questions, the size for --optimizer bootstrap" in other.output, other.output
     own = CliRunner().invoke(app, ["optimize", "--program", "tor", "--plan", "--out", str(tmp_path / "P")])
     assert "--train not given" not in own.output
+
+
+def test_a_corpus_file_is_named_as_a_file_and_the_old_spelling_still_works(fixture_data, tmp_path):
+    """--corpus is a corpus name everywhere; building one from a file is --corpus-file (the old
+    --corpus FILE of `index build` still works, unlisted)."""
+    import re
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text('{"id": "a", "contents": "Lake Zurich lies in Switzerland."}\n')
+    help_text = re.sub(r"\x1b\[[0-9;]*m", "", CliRunner().invoke(app, ["index", "build", "--help"]).output)
+    listed = re.findall(r"^│\s+(--[\w-]+)", help_text, re.M)  # the options the help lists, one a row
+    assert "--corpus-file" in listed and "--corpus" not in listed
+    missing = CliRunner().invoke(app, ["index", "build", "--corpus-file", str(corpus)])
+    assert missing.exit_code == 1 and "--corpus-file needs --name NAME" in missing.output
+    old = CliRunner().invoke(app, ["index", "build", "--corpus", str(corpus)])
+    assert old.exit_code == 1 and "--corpus-file needs --name NAME" in old.output

@@ -180,7 +180,7 @@ def test_a_registered_corpus_is_searched_by_name(fixture_data, tmp_path, monkeyp
     assert "4 passages" in result.output
     retriever = get_retriever("hotpotqa", corpus="mine")
     assert retriever.search("coffee brewed with hot water", 1)[0].title == "Espresso"
-    with pytest.raises(IndexMissingError, match="treeqa index build --corpus FILE.jsonl --name other"):
+    with pytest.raises(IndexMissingError, match="treeqa index build --corpus-file FILE.jsonl --name other"):
         get_retriever("hotpotqa", corpus="other")
     with pytest.raises(ValueError, match="corpus name"):
         get_retriever("hotpotqa", corpus="../up")

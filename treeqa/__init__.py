@@ -72,7 +72,7 @@ def load_program(path, retriever=None, overrides=None, expect=None):
 def get_retriever(*, dataset: str | None = None, corpus: str | None = None, kind: str = "dense",
                   build: bool = True):
     """The retriever over a benchmark's pooled corpus (`dataset`) or your own registered corpus
-    (`corpus`, a name from `treeqa index build --corpus FILE --name NAME`): exactly one of them.
+    (`corpus`, a name from `treeqa index build --corpus-file FILE --name NAME`): exactly one of them.
 
     Args:
         dataset: "hotpotqa", "2wikimultihopqa", "musique", "nq", "triviaqa" or "webq".

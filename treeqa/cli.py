@@ -94,23 +94,27 @@ ApiKeyOption = Annotated[str | None, typer.Option(
 RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
                                                           "program was compiled with).")]
 CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index build "
-                                                       "--corpus FILE --name NAME`) instead.")]
+                                                       "--corpus-file FILE --name NAME`) instead.")]
 
 
 @index_app.command("build")
 def index_build(
     dataset: Annotated[str, typer.Option(help="Dataset whose pooled corpus to index.")] = "hotpotqa",
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
-    corpus: Annotated[str | None, typer.Option(help="Your own corpus: a JSONL(.gz) file, one passage or document "
-                                                    "per line ({id, contents} or {id, title, text}).")] = None,
-    name: Annotated[str | None, typer.Option(help="The name --corpus NAME will use (with --corpus FILE).")] = None,
-    chunk_words: Annotated[int, typer.Option(help="With --corpus FILE: split longer documents into passages of "
+    corpus_file: Annotated[str | None, typer.Option(help="Your own corpus: a JSONL(.gz) file, one passage or "
+                                                         "document per line ({id, contents} or {id, title, "
+                                                         "text}).")] = None,
+    name: Annotated[str | None, typer.Option(help="The name the other commands' --corpus NAME will use (with "
+                                                  "--corpus-file).")] = None,
+    corpus: Annotated[str | None, typer.Option("--corpus", hidden=True,
+                                               help="The old spelling of --corpus-file.")] = None,
+    chunk_words: Annotated[int, typer.Option(help="With --corpus-file: split longer documents into passages of "
                                                   "about this many words (0: never split).")] = 100,
-    index: Annotated[str, typer.Option(help="With --corpus FILE: auto (by size) or a faiss factory string: Flat, "
+    index: Annotated[str, typer.Option(help="With --corpus-file: auto (by size) or a faiss factory string: Flat, "
                                             "IVF1024,Flat, IVF4096,SQ8, IVF4096,PQ48, HNSW32.")] = "auto",
-    batch_size: Annotated[int, typer.Option(help="With --corpus FILE: passages embedded per batch (and per "
+    batch_size: Annotated[int, typer.Option(help="With --corpus-file: passages embedded per batch (and per "
                                                  "checkpoint).")] = 256,
-    ray: Annotated[str | None, typer.Option(help="With --corpus FILE: embed as a Ray Data job on the cluster at "
+    ray: Annotated[str | None, typer.Option(help="With --corpus-file: embed as a Ray Data job on the cluster at "
                                                  "this address ('local' starts one here; needs the ray extra).")]
     = None,
 ) -> None:
@@ -124,16 +128,17 @@ def index_build(
     from treeqa.retrievers import build_corpus_index, get_retriever
 
     started = time.perf_counter()
+    corpus = corpus_file or corpus  # --corpus FILE, the old spelling, still works here
     try:
         if corpus is not None:
             if not name:
-                _fail("--corpus FILE needs --name NAME (what --corpus NAME will use)")
+                _fail("--corpus-file needs --name NAME (what the other commands' --corpus NAME will use)")
             built = build_corpus_index(corpus, name, chunk_words or None, index, batch_size, ray_address=ray,
                                        kind=retriever)
             what = f"corpus {name!r} ({built.index.__class__.__name__ if retriever == 'dense' else 'BM25'})"
         else:
             if ray is not None:
-                _fail("--ray is for your own corpus (--corpus FILE --name NAME)")
+                _fail("--ray is for your own corpus (--corpus-file FILE --name NAME)")
             built = get_retriever(dataset, retriever, build=True)
             what = f"{retriever} index of {dataset}"
     except (DataError, ValueError, RuntimeError) as exc:

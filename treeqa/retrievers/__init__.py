@@ -2,7 +2,7 @@
 
 A corpus is a benchmark's pooled paragraphs (`get_retriever("hotpotqa")`) or your own JSONL
 file, indexed once under a name (`build_corpus_index(file, name)`, `treeqa index build
---corpus FILE --name NAME`) and then searched by that name (`get_retriever(..., corpus=NAME)`,
+--corpus-file FILE --name NAME`) and then searched by that name (`get_retriever(..., corpus=NAME)`,
 `--corpus NAME` wherever a dataset's corpus is accepted).
 """
 
@@ -72,7 +72,7 @@ def registered_corpus(name: str) -> dict:
     registry = _registry(name)
     if not registry.is_file():
         raise IndexMissingError(f"no corpus named {name!r}; index one with "
-                                f"`treeqa index build --corpus FILE.jsonl --name {name}`")
+                                f"`treeqa index build --corpus-file FILE.jsonl --name {name}`")
     entry = json.loads(registry.read_text())
     if not Path(entry["file"]).is_file():
         raise IndexMissingError(f"corpus {name!r}: its file {entry['file']} is gone; index it again")

@@ -79,7 +79,7 @@ class BM25Retriever(Retriever):
             return cls.load(folder)
 
         return store.load_or_build(folder, cls.load, build_and_save if build else None,
-                                   f"treeqa index build --corpus {path} --name {name} --retriever bm25")
+                                   f"treeqa index build --corpus-file {path} --name {name} --retriever bm25")
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,

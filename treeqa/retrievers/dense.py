@@ -127,7 +127,7 @@ class DenseRetriever(Retriever):
             return cls.load(folder)
 
         return store.load_or_build(folder, cls.load, build_and_save if build else None,
-                                   f"treeqa index build --corpus {path} --name {name}")
+                                   f"treeqa index build --corpus-file {path} --name {name}")
 
     @classmethod
     def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,

@@ -1,4 +1,4 @@
-"""Embedding a corpus as a Ray Data job (`treeqa index build --corpus FILE --ray ADDRESS`).
+"""Embedding a corpus as a Ray Data job (`treeqa index build --corpus-file FILE --ray ADDRESS`).
 
 The same streamed build as on one machine (`streaming`), with the embedding step spread over
 a Ray cluster: the passages go out in windows of `WINDOW_BATCHES` batches, each window runs as
