@@ -68,3 +68,11 @@ def test_a_corpus_file_is_named_as_a_file_and_the_old_spelling_still_works(fixtu
     assert missing.exit_code == 1 and "--corpus-file needs --name NAME" in missing.output
     old = CliRunner().invoke(app, ["index", "build", "--corpus", str(corpus)])
     assert old.exit_code == 1 and "--corpus-file needs --name NAME" in old.output
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["compare"], ["optimize"]])
+def test_the_sample_size_is_n_on_every_command(command):
+    import re
+
+    help_text = re.sub(r"\x1b\[[0-9;]*m", "", CliRunner().invoke(app, [*command, "--help"]).output)
+    assert re.search(r"^│\s+--n\b", help_text, re.M), help_text

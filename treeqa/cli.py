@@ -535,7 +535,8 @@ def optimize_cmd(
     train_from: Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "
                                                         "musique's decompositions for the beam on nq); only "
                                                         "compilers that learn from annotations alone.")] = None,
-    dev: Annotated[int, typer.Option(help="Dev questions to evaluate on, zero-shot and compiled.")] = 20,
+    dev: Annotated[int, typer.Option("--n", "--dev", help="Questions to evaluate on (seeded sample of the dev "
+                                                          "split), zero-shot and compiled.")] = 20,
     skip: Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a "
                                            "sample already examined), taking the next DEV.")] = 0,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = 0,
