@@ -76,3 +76,20 @@ def test_the_sample_size_is_n_on_every_command(command):
 
     help_text = re.sub(r"\x1b\[[0-9;]*m", "", CliRunner().invoke(app, [*command, "--help"]).output)
     assert re.search(r"^│\s+--n\b", help_text, re.M), help_text
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["compare"], ["optimize"], ["serve"]])
+def test_questions_at_once_is_concurrency_on_every_command(command):
+    import re
+
+    help_text = re.sub(r"\x1b\[[0-9;]*m", "", CliRunner().invoke(app, [*command, "--help"]).output)
+    listed = re.findall(r"^│\s+(--[\w-]+)", help_text, re.M)
+    assert "--concurrency" in listed and "--threads" not in listed
+
+
+def test_the_old_threads_spelling_still_sets_the_concurrency(fixture_data, monkeypatch, tmp_path):
+    use_lm(monkeypatch, generic_lm({}, default_answer="yes"))
+    for flag, out in (("--threads", "T"), ("--concurrency", "C")):
+        result = _evaluate("--program", "direct", flag, "2", "--out", str(tmp_path / out))
+        assert result.exit_code == 0, result.output
+        assert json.loads((tmp_path / out / "spec.json").read_text())["threads"] == 2

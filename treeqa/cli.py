@@ -93,6 +93,9 @@ ApiKeyOption = Annotated[str | None, typer.Option(
     callback=_use_api_key, show_default=False)]
 RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
                                                           "program was compiled with).")]
+ConcurrencyOption = Annotated[int, typer.Option(help="Questions answered at once (against an endpoint; the "
+                                                       "embedded engine answers one at a time).")]
+OldThreadsOption = Annotated[int | None, typer.Option("--threads", hidden=True, help="The old --concurrency.")]
 CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index build "
                                                        "--corpus-file FILE --name NAME`) instead.")]
 
@@ -234,7 +237,8 @@ def evaluate_cmd(
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable); with "
                                                   "--compiled it replaces the stored setting.")] = [],
-    threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
+    concurrency: ConcurrencyOption = 1,
+    threads: OldThreadsOption = None,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to evaluate.")] = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (off: every call reaches the LM, "
@@ -269,7 +273,7 @@ def evaluate_cmd(
         dataset = dataset or "hotpotqa"
         spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
                         skip=skip, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
-                        params=params, threads=threads, cache=cache)
+                        params=params, threads=threads or concurrency, cache=cache)
         result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None,
                                 question_budget=question_budget)
     except (ValueError, FileNotFoundError, RunAborted) as exc:
@@ -343,7 +347,8 @@ def compare_cmd(
     api_key: ApiKeyOption = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
     corpus: CorpusOption = None,
-    threads: Annotated[int, typer.Option(help="Questions in parallel (remote LMs only).")] = 1,
+    concurrency: ConcurrencyOption = 1,
+    threads: OldThreadsOption = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
 ) -> None:
     """Programs side by side on the same questions (beam with the NQ preset), each paired with one baseline."""
@@ -360,7 +365,7 @@ def compare_cmd(
     try:  # every name checked before the first program runs: a typo in the last is not an hour lost
         specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n,
                                 seed=seed, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus,
-                                threads=threads, cache=cache,
+                                threads=threads or concurrency, cache=cache,
                                 preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
                  for name in names}
         if corpus is not None:
@@ -546,7 +551,8 @@ def optimize_cmd(
     teacher_lm: Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")] = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
     corpus: CorpusOption = None,
-    threads: Annotated[int, typer.Option(help="Parallel questions (remote LMs; the embedded one is serial).")] = 1,
+    concurrency: ConcurrencyOption = 1,
+    threads: OldThreadsOption = None,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/optimize/).")] = None,
     preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
     param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable), "
@@ -586,7 +592,7 @@ def optimize_cmd(
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train_from=train_from, train=train,
                             dev=dev, seed=seed,
                             skip=skip, lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever,
-                            corpus=corpus, threads=threads,
+                            corpus=corpus, threads=threads or concurrency,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
                             cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from,
