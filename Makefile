@@ -1,5 +1,5 @@
-# `make demo` and `make test` each create or refresh .venv (when pyproject.toml or this Makefile changes),
-# assemble the embedded model, then run.
+# `make demo` and `make test` each create or refresh .venv (when pyproject.toml, constraints.txt or this
+# Makefile changes), assemble the embedded model, then run.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,16 +11,17 @@ PYTEST_ARGS ?=
 # llama.cpp is built for this CPU (-march=native) but without ggml's AMX kernels: on Xeons that
 # have AMX (amx_int8) they crash the first decode with a segfault (llama-cpp-python 0.3.36).
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8
-LLAMA_PIN = $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml)
+LLAMA_PIN = llama-cpp-python[server]==$(shell sed -n 's/^llama_cpp_python==//p' constraints.txt)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# the local CPU build of torch first, so nothing pulls CUDA wheels
 	$(BIN)/pip install -q torch==2.13.0
 	# llama-cpp-python compiles from source (about 3-5 minutes on 2 cores); rebuilt whenever this
 	# stamp is stale and never taken from pip's wheel cache, which ignores the build flags
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_PIN)"
-	$(BIN)/pip install -q -e ".[model,dev,ray]"
+	# the exact versions treeqa is tested with (pyproject.toml states the ranges an app resolves)
+	$(BIN)/pip install -q -c constraints.txt -e ".[model,dev,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)
