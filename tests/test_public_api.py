@@ -63,3 +63,13 @@ def test_get_retriever_takes_a_dataset_or_a_corpus_of_ones_own(monkeypatch):
     for wrong in ({}, {"dataset": "hotpotqa", "corpus": "mydocs"}):
         with pytest.raises(ValueError, match="exactly one"):
             treeqa.get_retriever(**wrong)
+
+
+def test_every_program_class_documents_its_settings_and_an_example():
+    from treeqa.programs import PROGRAMS
+
+    for name, cls in PROGRAMS.items():
+        doc = cls.__doc__ or ""
+        assert "Example:" in doc, name
+        if cls.settings_model().model_fields:
+            assert "Args:" in doc or "Settings" in doc, name

@@ -35,6 +35,11 @@ class ChainOfReviews(ReviewProgram):
         k: new paragraphs per turn.
         max_turns: the most retrieve-and-review turns.
         expansion, fusion, relevance_threshold, max_*_chars, embed_fn: as for `TreeOfReviews`.
+
+    Example:
+        >>> treeqa.configure("local")
+        >>> program = treeqa.build_program("cor", treeqa.get_retriever(dataset="hotpotqa"))
+        >>> program(question="Who was born first, Lecrae or Gawvi?").answer
     """
 
     name = "cor"

@@ -49,6 +49,11 @@ class Hop(Retrieving):
         max_notes: the most notes kept; later ones are dropped.
         note_chars: each note is cut to this many characters.
         passage_chars: each passage is cut to this many characters when shown.
+
+    Example:
+        >>> treeqa.configure("local")
+        >>> program = treeqa.build_program("hop", treeqa.get_retriever(dataset="hotpotqa"))
+        >>> program(question="Who was born first, Lecrae or Gawvi?").answer
     """
 
     name = "hop"

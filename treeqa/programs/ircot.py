@@ -50,6 +50,11 @@ class IRCoT(Retrieving):
         passage_chars: each passage is cut to this many characters when shown.
         max_context_chars: the most characters of passages one call is shown (passages are cut
             evenly to fit).
+
+    Example:
+        >>> treeqa.configure("local")
+        >>> program = treeqa.build_program("ircot", treeqa.get_retriever(dataset="hotpotqa"))
+        >>> program(question="Who was born first, Lecrae or Gawvi?").answer
     """
 
     name = "ircot"

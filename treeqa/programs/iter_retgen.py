@@ -50,6 +50,11 @@ class IterRetGen(Retrieving):
         rounds: retrieval-generation rounds (one LM call each).
         k: passages retrieved a round.
         passage_chars: each passage is cut to this many characters when shown.
+
+    Example:
+        >>> treeqa.configure("local")
+        >>> program = treeqa.build_program("iterretgen", treeqa.get_retriever(dataset="hotpotqa"))
+        >>> program(question="Who was born first, Lecrae or Gawvi?").answer
     """
 
     name = "iterretgen"

@@ -250,6 +250,11 @@ class ReActSearch(Retrieving):
         k: passages each search returns.
         passage_chars: each passage is cut to this many characters in the observation (the
             whole trajectory is in every step's prompt).
+
+    Example:
+        >>> treeqa.configure("local")
+        >>> program = treeqa.build_program("react", treeqa.get_retriever(dataset="hotpotqa"))
+        >>> program(question="Who was born first, Lecrae or Gawvi?").answer
     """
 
     name = "react"

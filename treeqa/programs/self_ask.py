@@ -48,6 +48,11 @@ class SelfAsk(Retrieving):
         k: passages retrieved for each follow-up.
         max_follow_ups: the most follow-up questions (each takes two LM calls).
         passage_chars: each passage is cut to this many characters when shown.
+
+    Example:
+        >>> treeqa.configure("local")
+        >>> program = treeqa.build_program("selfask", treeqa.get_retriever(dataset="hotpotqa"))
+        >>> program(question="Who was born first, Lecrae or Gawvi?").answer
     """
 
     name = "selfask"

@@ -72,6 +72,11 @@ class TreeOfReviews(ReviewProgram):
         threads: with more than 1, the reviews of a node's children go out concurrently
             (for remote endpoints); the visit stays depth-first, and a child that an earlier
             sibling's subtree puts in the evidence pool is still pruned (its review unused).
+
+    Example:
+        >>> treeqa.configure("local")
+        >>> program = treeqa.build_program("tor", treeqa.get_retriever(dataset="2wikimultihopqa"))
+        >>> program(question="Who was born first, Lecrae or Gawvi?").answer
     """
 
     concurrent = True
