@@ -12,6 +12,9 @@
 #   hotpotqa  rta with the adapter on the 197 unexamined HotpotQA dev questions (skip 100), paired
 #             with the committed rta run of benchmarks/unexamined.sh
 #   2wiki     the same on the 100 unexamined 2Wiki dev questions (skip 50)
+#   fresh     the claim sample for the balanced adapter: 2Wiki train questions 151-350 of the seeded
+#             order (never trained on, never examined: the first 50 were trained on, 51-150 are the
+#             development sample), rta, rta with the first adapter and with the balanced one
 #   record    the YAMLs
 #   train-balanced  the same training on the same reads with as many gold "yes" as "no" (the first
 #             adapter learned a "no" prior from 35 against 10: NOTES.md), into OUT=BALANCED
@@ -39,6 +42,20 @@ for step in "${steps[@]}"; do
             "$BIN/python" benchmarks/train_reader.py --out "$balanced" --balance-yes-no "${from[@]}" \
                 --recipe top_layers=8 --recipe learning_rate=0.0003 --recipe accumulate=4 \
                 --compiled hotpotqa --compiled 2wikimultihopqa ;;
+        fresh)
+            fresh=benchmarks/runs/2wikimultihopqa-train-unexamined-skip150-n200
+            balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
+            "$BIN/treeqa" evaluate --program rta --dataset 2wikimultihopqa --split train --skip 150 --n 200 \
+                --no-cache --out "$fresh/rta"
+            "$BIN/treeqa" evaluate --compiled "$balanced/compiled-2wikimultihopqa.json" --dataset 2wikimultihopqa \
+                --split train --skip 150 --n 200 --no-cache --out "$fresh/rta-lora-balanced"
+            "$BIN/treeqa" evaluate --compiled "$OUT/compiled-2wikimultihopqa.json" --dataset 2wikimultihopqa \
+                --split train --skip 150 --n 200 --no-cache --out "$fresh/rta-lora"
+            runs=()
+            for run in "$fresh"/*/; do [ -f "$run/summary.json" ] && runs+=("${run%/}"); done
+            "$BIN/python" benchmarks/record.py 2wikimultihopqa-train-unexamined-skip150-n200 "${runs[@]}" \
+                --pair rta-lora-balanced:rta --pair rta-lora:rta --pair rta-lora-balanced:rta-lora \
+                --note "${NOTE:-rta, rta with the first LoRA reader and with the yes/no-balanced one (benchmarks/lora_reader.sh) on 2Wiki train questions 151-350 of the seeded order (seed 0): never trained on and never examined; embedded model, 2 cores, --no-cache, one run at a time.}" ;;
         export)
             "$BIN/python" benchmarks/train_reader.py --out "$OUT" --from-checkpoint \
                 --compiled hotpotqa --compiled 2wikimultihopqa ;;
