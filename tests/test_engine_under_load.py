@@ -74,6 +74,7 @@ def test_the_engine_generates_on_the_idle_cores_and_keeps_every_thread_for_promp
     monkeypatch.setitem(__import__("sys").modules, "llama_cpp", types.SimpleNamespace(
         llama_set_n_threads=lambda ctx, gen, batch: set_calls.append((ctx, gen, batch))))
     monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
     fake = FakeLlama()
     fake._ctx = types.SimpleNamespace(ctx="CTX")
     engine = LlamaEngine(llama=fake, n_threads=2)
@@ -91,6 +92,15 @@ def test_the_engine_generates_on_the_idle_cores_and_keeps_every_thread_for_promp
 
 def test_adapting_can_be_turned_off(tmp_path, monkeypatch, settings_env):
     settings_env(adapt_threads="false")
+    fake = FakeLlama()
+    fake._ctx = types.SimpleNamespace(ctx="CTX")
+    assert LlamaEngine(llama=fake, n_threads=2).cpu_share is None
+
+
+def test_nothing_adapts_where_the_machine_has_cores_this_process_may_not_use(monkeypatch):
+    """Under an affinity mask (a container's CPU set) /proc/stat counts the host's other cores too."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr("os.cpu_count", lambda: 64)
     fake = FakeLlama()
     fake._ctx = types.SimpleNamespace(ctx="CTX")
     assert LlamaEngine(llama=fake, n_threads=2).cpu_share is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
+import os
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -93,6 +94,12 @@ def _extra_buffer_types_off():
         api.llama_model_default_params = default
 
 
+def _all_cores_ours() -> bool:
+    """Whether this process may run on every core the machine reports (what /proc/stat counts)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return affinity is None or len(affinity(0)) == os.cpu_count()
+
+
 class LlamaEngine:
     """One llama.cpp model in this process, serving DSPy requests one at a time.
 
@@ -134,7 +141,10 @@ class LlamaEngine:
                                settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb, self.adapter)
         self.llama = llama
         # generation follows the cores other processes leave idle (prompts keep every thread)
-        self.cpu_share = CpuShare() if settings.adapt_threads and hasattr(llama, "_ctx") else None
+        # only where /proc/stat's machine is ours to share: in a container or under an affinity mask
+        # smaller than the host, other cores' load would read as ours
+        self.cpu_share = (CpuShare() if settings.adapt_threads and hasattr(llama, "_ctx") and _all_cores_ours()
+                          else None)
         self._decoding = getattr(llama, "treeqa_decoding", None)  # set by greedy_grammar.install
         self._count_evaluated_tokens()
 
