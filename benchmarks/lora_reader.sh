@@ -37,9 +37,12 @@ for step in "${steps[@]}"; do
         train-balanced|export-balanced)
             balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
             mkdir -p "$balanced"
-            [ -f "$balanced/train-data.jsonl" ] || cp "$OUT/train-data.jsonl" "$OUT/sources.json" "$balanced/"
+            [ -f "$balanced/train-data.jsonl" ] || [ ! -f "$OUT/train-data.jsonl" ] ||
+                cp "$OUT/train-data.jsonl" "$OUT/sources.json" "$balanced/"
             from=(); [ "$step" = export-balanced ] && from=(--from-checkpoint)
             "$BIN/python" benchmarks/train_reader.py --out "$balanced" --balance-yes-no "${from[@]}" \
+                --take hotpotqa:train:100 --take hotpotqa:dev:100 \
+                --take 2wikimultihopqa:dev:50 --take 2wikimultihopqa:train:50 \
                 --recipe top_layers=8 --recipe learning_rate=0.0003 --recipe accumulate=4 \
                 --compiled hotpotqa --compiled 2wikimultihopqa ;;
         fresh)
