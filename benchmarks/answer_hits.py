@@ -19,9 +19,10 @@ import json
 from pathlib import Path
 from statistics import mean
 
+from treeqa.data.answers import RECALL_K
 from treeqa.data.corpus import load_corpus
-from treeqa.evaluation import read_records
-from treeqa.metrics import RECALL_K, answer_hit_at_k
+from treeqa.evaluation.metrics import answer_hit_at_k
+from treeqa.evaluation.records import read_records
 from treeqa.retrievers import get_retriever
 
 KEY = f"answer_hit@{RECALL_K}"

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from treeqa.data import load_examples
-from treeqa.evaluation import read_records
+from treeqa.evaluation.records import read_records
 
 
 def accepted_full_path(record: dict, gold: set[str]) -> bool:

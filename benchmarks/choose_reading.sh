@@ -42,8 +42,8 @@ done
 "$BIN/python" - "$OUT/train$N" "${choices[@]}" <<'EOF'
 import json, sys
 from pathlib import Path
-from treeqa.evaluation import read_records
-from treeqa.stats import compare_records
+from treeqa.evaluation.records import read_records
+from treeqa.evaluation.stats import compare_records
 out, choices = Path(sys.argv[1]), sys.argv[2:]
 runs = {rt: read_records(out.parent / f"{out.name}-{rt}" / "predictions.jsonl") for rt in choices}
 for rt, records in runs.items():

@@ -4,7 +4,7 @@
 
 Each RUN_DIR is a `treeqa evaluate` folder (spec.json + predictions.jsonl). The gold
 paragraphs come from the run's own questions (dataset, split, n and seed of its spec). See
-`treeqa/decisions.py` for what each figure means.
+`treeqa/evaluation/decisions.py` for what each figure means.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from treeqa.data import load_examples
-from treeqa.decisions import decisions, percent
-from treeqa.evaluation import read_records
+from treeqa.evaluation.decisions import decisions, percent
+from treeqa.evaluation.records import read_records
 
 
 def figures_of(run_dir: Path) -> tuple[dict, dict | None]:

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes, 
 import dspy  # noqa: E402
 
 from tests.fakes import FakeRetriever, simulated_endpoint  # noqa: E402
-from treeqa.evaluation import evaluate  # noqa: E402
+from treeqa.evaluation.loop import evaluate  # noqa: E402
 from treeqa.lm import get_lm  # noqa: E402
 from treeqa.programs import PROGRAMS, build_program  # noqa: E402
 
@@ -48,8 +48,8 @@ SETTINGS = {"beam": {"preset": "nq"}, "tor": {}, "cor": {}, "rta": {}, "direct":
 
 
 def measure(program_name: str, threads: int, lm, examples: list, retriever=None) -> dict:
+    from treeqa.evaluation.runs import split_threads
     from treeqa.lm import adapter_for
-    from treeqa.runs import split_threads
 
     inner, outer = split_threads(program_name, threads, lm)
     settings = dict(SETTINGS[program_name])

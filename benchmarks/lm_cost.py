@@ -22,7 +22,7 @@ from pathlib import Path
 import dspy
 
 from treeqa.data import load_examples
-from treeqa.evaluation import run_example
+from treeqa.evaluation.loop import run_example
 from treeqa.lm import adapter_for, get_lm
 from treeqa.programs import build_program, uses_retriever
 from treeqa.retrievers import get_retriever

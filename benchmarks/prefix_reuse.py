@@ -27,7 +27,7 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 def measure(questions: int) -> list[dict]:
     from treeqa.data import load_examples
-    from treeqa.evaluation import run_example
+    from treeqa.evaluation.loop import run_example
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program
     from treeqa.retrievers import get_retriever

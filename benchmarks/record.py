@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from treeqa.evaluation import read_records
-from treeqa.runs import comparison_table
-from treeqa.stats import NO_DIFFERENCE, compare_records, run_intervals
+from treeqa.evaluation.records import read_records
+from treeqa.evaluation.stats import NO_DIFFERENCE, compare_records, run_intervals
+from treeqa.evaluation.tables import comparison_table
 
 HERE = Path(__file__).parent
 FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions", "answer_hit@15", "lm_calls_per_q",

@@ -21,10 +21,10 @@ import json
 import sys
 from pathlib import Path
 
-from treeqa.evaluation import read_records, summarize
-from treeqa.metrics import exact_match, f1_score
+from treeqa.evaluation.metrics import exact_match, f1_score
+from treeqa.evaluation.records import read_records, summarize
+from treeqa.evaluation.runs import versions
 from treeqa.programs.beam_search import PICKS, SearchState, voted
-from treeqa.runs import versions
 
 STATE_FIELDS = {f.name for f in dataclasses.fields(SearchState)} - {"passages"}
 

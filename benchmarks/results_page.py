@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from record import _cell, _label, _recall, _variants  # noqa: E402
 
-from treeqa.runs import comparison_table  # noqa: E402
+from treeqa.evaluation.tables import comparison_table  # noqa: E402
 
 HERE = Path(__file__).parent
 PAGE = HERE.parent / "docs" / "results.md"

@@ -106,8 +106,8 @@ def main() -> None:
 
 def write_compiled(adapter: Path, path: Path, dataset: str, k: int) -> Path:
     """rta (k passages) whose reader answers through `adapter`, as a compiled program."""
-    from treeqa.compiled import attach_adapter, save_compiled
     from treeqa.programs import build_program
+    from treeqa.programs.compiled import attach_adapter, save_compiled
     from treeqa.retrievers import get_retriever
 
     program = build_program("rta", get_retriever(dataset), k=k)

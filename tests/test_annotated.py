@@ -6,9 +6,9 @@ import dspy
 import pytest
 
 from tests.fakes import FIXTURE_DATA, RECORDS, FakeRetriever, generic_lm, scripted_lm, tree_retriever, use_lm
-from treeqa.annotated import AnnotatedFewShot
-from treeqa.compiled import load_program, save_compiled
 from treeqa.programs import build_program
+from treeqa.programs.compiled import load_program, save_compiled
+from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
 
 
 def _no_lm():
@@ -159,7 +159,7 @@ def test_the_beam_on_nq_compiles_from_musique_annotations(train, tmp_path, monke
 
 
 def test_musique_relation_hops_become_questions_in_ask_demos(train):
-    from treeqa.annotated import as_question
+    from treeqa.teleprompt.annotated_demos import as_question
 
     assert as_question("Hello Love >> performer") == "What is the performer of Hello Love?"
     assert as_question("Who was the first president of Wiley ?") == "Who was the first president of Wiley?"

@@ -14,8 +14,8 @@ import pytest
 
 from tests.fakes import requires_shared_data
 from treeqa.data.corpus import Passage
+from treeqa.evaluation.metrics import exact_match, recall_at_k
 from treeqa.lm import adapter_for, local_engine
-from treeqa.metrics import exact_match, recall_at_k
 from treeqa.programs.baselines import DirectAnswer, RetrieveThenAnswer
 from treeqa.programs.beam_search import BeamSearchQA
 

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 
 from tests.fakes import generic_lm, use_lm
 from treeqa.cli import app
-from treeqa.compiled import save_compiled
 from treeqa.programs import build_program
+from treeqa.programs.compiled import save_compiled
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import pytest
 
 import treeqa.retrievers
 from tests.fakes import FakeRetriever, generic_lm
-from treeqa.compiled import load_program, save_compiled
 from treeqa.optimize import OptimizeSpec, max_calls_per_question, run_optimize
 from treeqa.programs import PROGRAMS, QAProgram, build_program, call_bound, resolve_settings, uses_retriever
+from treeqa.programs.compiled import load_program, save_compiled
 
 # settings of some programs changed from their defaults, to see them survive a round trip; any
 # other program gets the first value of its declared settings space that is not its default
@@ -112,7 +112,7 @@ def test_the_plan_needs_no_index_and_no_model(fixture_data, monkeypatch):
 
 def test_safe_call_records_lm_failures_but_lets_our_own_bugs_through():
     from tests.fakes import scripted_lm
-    from treeqa.metrics import recall_at_k
+    from treeqa.evaluation.metrics import recall_at_k
     from treeqa.programs.common import safe_call
 
     failures = []

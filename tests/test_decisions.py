@@ -2,7 +2,7 @@
 
 import pytest
 
-from treeqa.decisions import beam_decisions, calibration, decisions, describe, review_decisions
+from treeqa.evaluation.decisions import beam_decisions, calibration, decisions, describe, review_decisions
 
 GOLD = {"q1": ["g1", "g2"], "q2": ["g3", "g4"]}
 

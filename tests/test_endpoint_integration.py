@@ -9,8 +9,8 @@ import time
 import pytest
 
 from tests.fakes import llama_server, local_client, requires_shared_data
-from treeqa.evaluation import read_records
-from treeqa.runs import EvalSpec, run_evaluation
+from treeqa.evaluation.records import read_records
+from treeqa.evaluation.runs import EvalSpec, run_evaluation
 
 pytestmark = [pytest.mark.integration, requires_shared_data]
 
@@ -54,8 +54,8 @@ def test_relevance_threshold_reads_log_probabilities_from_the_server(llama_serve
 def test_optimize_with_the_path_judge_through_the_server(llama_server_url, tmp_path):
     """The path judge compiles without an LM call; both sides of the comparison, and the compiled
     program's demos, then go through the server."""
-    from treeqa.compiled import load_program
     from treeqa.optimize import OptimizeSpec, run_optimize
+    from treeqa.programs.compiled import load_program
 
     spec = OptimizeSpec(program="tor", dataset="hotpotqa", optimizer="path-judge", train=100, dev=1,
                         lm="openai/qwen", api_base=llama_server_url, params=SMALL["tor"], cache=False)

@@ -21,7 +21,7 @@ def test_a_short_error_is_printed_whole(capsys):
 
 
 def test_a_malformed_spec_json_is_named_with_its_first_fault_cut_short(tmp_path):
-    from treeqa.runs import EvalSpec, claim_folder, read_spec
+    from treeqa.evaluation.runs import EvalSpec, claim_folder, read_spec
 
     spec_file = tmp_path / "spec.json"
     for text, fault in [("{not json", "Invalid JSON"), ('{"program": "' + "x" * 3_000_000 + '", "n": "many"}', "n: "),
@@ -37,7 +37,7 @@ def test_a_malformed_spec_json_is_named_with_its_first_fault_cut_short(tmp_path)
 
 
 def test_replay_names_a_malformed_spec_json(tmp_path):
-    from treeqa.replay import ReplayError, recorded_spec
+    from treeqa.evaluation.replay import ReplayError, recorded_spec
 
     (tmp_path / "spec.json").write_text('{"n": -1}')  # no program
     with pytest.raises(ReplayError, match=r"spec.json is not an evaluation spec \(program: Field required\)"):

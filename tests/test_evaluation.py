@@ -6,7 +6,8 @@ from dspy.utils import DummyLM
 
 from tests.fakes import FakeEndpoint
 from treeqa.data.corpus import Passage
-from treeqa.evaluation import evaluate, read_records, summarize
+from treeqa.evaluation.loop import evaluate
+from treeqa.evaluation.records import read_records, summarize
 from treeqa.lm import get_lm
 
 

@@ -18,10 +18,11 @@ from typer.testing import CliRunner
 import treeqa.lm
 from tests.fakes import generic_lm, use_lm
 from treeqa.cli import app
-from treeqa.compiled import CompiledProgramError, load_program, save_compiled
-from treeqa.evaluation import RunAborted, read_records
+from treeqa.evaluation.loop import RunAborted
+from treeqa.evaluation.records import read_records
+from treeqa.evaluation.runs import EvalSpec, folder_lock, run_evaluation
 from treeqa.programs import build_program
-from treeqa.runs import EvalSpec, folder_lock, run_evaluation
+from treeqa.programs.compiled import CompiledProgramError, load_program, save_compiled
 from treeqa.settings import PROJECT_ROOT
 
 ANSWERS = {"Rigi Railway company": "Lake Zurich", "Weggis": "yes"}
@@ -137,7 +138,7 @@ def test_3_kill_9_mid_run_loses_and_duplicates_nothing(fixture_data, tmp_path):
         sys.path.insert(0, {str(PROJECT_ROOT)!r})
         import dspy
         from dspy.utils import DummyLM
-        from treeqa.evaluation import evaluate
+        from treeqa.evaluation.loop import evaluate
 
         class Slow(dspy.Module):
             def forward(self, question):

@@ -25,10 +25,10 @@ from tests.fakes import (
     use_lm,
 )
 from treeqa.cli import app, printable
-from treeqa.compiled import CompiledProgramError, load_program, save_compiled
-from treeqa.evaluation import read_records
+from treeqa.evaluation.records import read_records
+from treeqa.evaluation.runs import EvalSpec, run_evaluation
 from treeqa.programs import build_program
-from treeqa.runs import EvalSpec, run_evaluation
+from treeqa.programs.compiled import CompiledProgramError, load_program, save_compiled
 from treeqa.serving import Served, create_app, program_info
 from treeqa.serving.app import MAX_BODY_BYTES, Runner
 
@@ -233,7 +233,7 @@ def test_8_ask_and_serve_a_compiled_program_over_your_own_corpus(scripted, tmp_p
 
 
 def test_8_compare_pairs_each_program_with_rta_on_the_same_questions(scripted, tmp_path, monkeypatch):
-    monkeypatch.setattr("treeqa.runs.RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr("treeqa.evaluation.runs.RUNS_DIR", tmp_path / "runs")
     result = _cli("compare", "--programs", "direct,iterretgen,rta", "--n", "2", "--retriever", "bm25", "--no-cache")
     assert result.exit_code == 0, result.output
     table = result.output.split("Paired on the same questions")[1]

@@ -13,10 +13,16 @@ import pytest
 pytest.importorskip("peft")
 
 from tests.fakes import ScriptedEngine, passage, tiny_model, tiny_tokenizer  # noqa: E402
-from treeqa.compiled import CompiledProgramError, adapter_lms, attach_adapter, load_program, save_compiled  # noqa: E402
 from treeqa.lm import TrainableJSONAdapter  # noqa: E402
 from treeqa.lm.provider import EmbeddedLM, EmbeddedProvider  # noqa: E402
 from treeqa.programs.baselines import RetrieveThenAnswer  # noqa: E402
+from treeqa.programs.compiled import (  # noqa: E402
+    CompiledProgramError,
+    adapter_lms,
+    attach_adapter,
+    load_program,
+    save_compiled,
+)
 from treeqa.signatures.answer import AnswerFromPassages  # noqa: E402
 from treeqa.teleprompt.gold_reads import gold_reads, with_gold  # noqa: E402
 from treeqa.teleprompt.metrics import em_metric  # noqa: E402

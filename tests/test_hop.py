@@ -7,10 +7,10 @@ import dspy
 import pytest
 
 from tests.fakes import FakeRetriever, run_scripted, scripted_lm
-from treeqa.annotated import AnnotatedFewShot
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.hop import Hop
 from treeqa.signatures.hop import clean_query
+from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
 
 Q = "Where was the director of Jaws born?"
 N1 = "Jaws was directed by Steven Spielberg."

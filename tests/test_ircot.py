@@ -5,10 +5,10 @@ import dspy
 import pytest
 
 from tests.fakes import FakeRetriever, Raw, run_scripted, scripted_lm
-from treeqa.annotated import AnnotatedFewShot
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.ircot import IRCoT
 from treeqa.signatures.ircot import NO_REASONING_YET, concluded_answer, first_sentence
+from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
 
 Q = "Where was the director of Jaws born?"
 S1 = "Jaws was directed by Steven Spielberg."

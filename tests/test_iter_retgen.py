@@ -9,10 +9,10 @@ import dspy
 import pytest
 
 from tests.fakes import FakeRetriever, Raw, run_scripted, scripted_lm
-from treeqa.annotated import AnnotatedFewShot
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.iter_retgen import IterRetGen
 from treeqa.signatures.iter_retgen import MAX_GENERATION_CHARS, generation_text, round_query
+from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
 
 Q = "Where was the director of Jaws born?"
 R1 = ("Jaws was directed by Steven Spielberg.", "Steven Spielberg")

@@ -4,9 +4,9 @@ import dspy
 import pytest
 
 from tests.fakes import RECORDS, review, review_kind, scripted_lm, tree_retriever
-from treeqa.compiled import load_program, save_compiled
-from treeqa.judge import RelevanceJudge, review_cases
 from treeqa.programs import build_program
+from treeqa.programs.compiled import load_program, save_compiled
+from treeqa.teleprompt.relevance_judge import RelevanceJudge, review_cases
 
 GOLD_TITLES = {t for r in RECORDS[:3] for t, _ in r["supporting_facts"]}
 

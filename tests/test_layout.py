@@ -60,6 +60,59 @@ def test_no_import_circle_between_modules():
     assert cycles == [], " ; ".join(" -> ".join(c) for c in cycles)
 
 
+# Each package (and module loose at the top) by layer, lowest first: a module imports only from
+# its own layer or lower ones. A new package gets a layer here before it can be imported from.
+LAYERS = {
+    "settings": 0,
+    "data": 1, "lm": 1,
+    "retrievers": 2, "signatures": 2,
+    "judging": 3,
+    "programs": 4,
+    "evaluation": 5,
+    "teleprompt": 6, "serving": 6,
+    "optimize": 7,
+    "cli": 8,
+    "__init__": 9,  # the public API, over everything
+}
+MAX_LOOSE_MODULES = 5
+
+
+def _unit(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return parts[0]
+
+
+def test_no_import_runs_up_the_layers():
+    modules = _modules()
+    unknown = sorted({_unit(path) for path in modules.values()} - set(LAYERS))
+    assert unknown == [], f"give these a layer in LAYERS: {unknown}"
+    upward = []
+    for path in modules.values():
+        here = _unit(path)
+        for target in _imports(path, modules) | _root_imports(path):
+            there = "__init__" if target == "treeqa" else _unit(modules[target])
+            if LAYERS[there] > LAYERS[here]:
+                upward.append(f"{path.relative_to(ROOT)} imports {target}")
+    assert upward == [], "; ".join(sorted(upward))
+
+
+def _root_imports(path: Path) -> set[str]:
+    """`import treeqa` / `from treeqa import x` where x is not a submodule: the public API."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "treeqa" and node.level == 0:
+            out |= {"treeqa" for a in node.names if not (ROOT / a.name).exists()
+                    and not (ROOT / f"{a.name}.py").exists()}
+        elif isinstance(node, ast.Import) and any(a.name == "treeqa" for a in node.names):
+            out.add("treeqa")
+    return out
+
+
+def test_few_modules_loose_at_the_top():
+    loose = sorted(p.name for p in ROOT.glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= MAX_LOOSE_MODULES, f"{len(loose)} modules loose in treeqa/: {loose}"
+
+
 def test_no_module_outside_programs_names_a_program():
     from treeqa.programs import PROGRAMS
 

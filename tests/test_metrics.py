@@ -1,6 +1,7 @@
 import pytest
 
-from treeqa.metrics import answer_hit_at_k, answer_in_text, exact_match, f1_score, normalize_answer, recall_at_k
+from treeqa.data.answers import normalize_answer
+from treeqa.evaluation.metrics import answer_hit_at_k, answer_in_text, exact_match, f1_score, recall_at_k
 
 
 @pytest.mark.parametrize("raw, expected", [

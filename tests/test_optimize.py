@@ -6,7 +6,6 @@ from typer.testing import CliRunner
 
 from tests.fakes import generic_lm, use_lm
 from treeqa.cli import app
-from treeqa.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
 from treeqa.optimize import (
     OptimizeSpec,
     changed_instructions,
@@ -17,6 +16,7 @@ from treeqa.optimize import (
     splits_for,
 )
 from treeqa.programs import build_program
+from treeqa.programs.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
 from treeqa.teleprompt.metrics import em_feedback_metric, em_metric
 
 # fixture questions: dev "Rigi Railway company" -> Lake Zurich, "Weggis" -> yes; train "cog railway" -> 1871
@@ -216,7 +216,7 @@ def test_gepa_with_one_train_question_fails_before_any_lm_call(scripted, tmp_pat
 
 
 def test_the_zero_shot_side_can_start_from_a_reference_run(scripted, tmp_path):
-    from treeqa.runs import run_evaluation
+    from treeqa.evaluation.runs import run_evaluation
 
     spec = _spec()
     reference = tmp_path / "reference"
@@ -240,7 +240,7 @@ def test_the_compile_runs_first_and_the_zero_shot_run_is_adopted_as_it_stands_th
     """A long optimize reports its compile and compiled run first; a zero-shot run another process
     is still filling is taken at the end, with what it has by then."""
     import treeqa.optimize as optimize
-    from treeqa.runs import run_evaluation
+    from treeqa.evaluation.runs import run_evaluation
 
     spec = _spec()
     reference = tmp_path / "reference"

@@ -3,7 +3,7 @@
 
 import pytest
 
-from treeqa.runs import EvalSpec, claim_folder
+from treeqa.evaluation.runs import EvalSpec, claim_folder
 from treeqa.serving import view
 
 
@@ -36,7 +36,7 @@ def test_view_overwrites_only_its_own_page(tmp_path, monkeypatch):
 
 
 def test_evaluate_writes_nothing_into_a_foreign_folder(tmp_path):
-    from treeqa.runs import run_evaluation
+    from treeqa.evaluation.runs import run_evaluation
 
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "precious.txt").write_text("keep me")

@@ -198,7 +198,7 @@ def test_a_registered_corpus_is_searched_by_name(fixture_data, tmp_path, monkeyp
 
 def test_evaluate_with_your_corpus(fixture_data, tmp_path, monkeypatch):
     from tests.fakes import generic_lm
-    from treeqa.runs import EvalSpec, run_evaluation
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
 
     monkeypatch.setattr("treeqa.retrievers.dense.embed", lambda texts, **kw: hashing_embed(texts))
     build_corpus_index(_write(tmp_path / "mine.jsonl", DOCS), "mine", embed_fn=hashing_embed)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from tests.fakes import BeamScript, FakeRetriever, answering, hashing_embed, review, run, scripted_lm
-from treeqa.compiled import load_program, save_compiled
 from treeqa.data.passage import Passage
 from treeqa.judging.path_judge import FEATURES, Logit, PathJudge, path_features
 from treeqa.programs import build_program
+from treeqa.programs.compiled import load_program, save_compiled
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.teleprompt.path_judge_fit import PathJudgeFit, fit_path_judge, judge_cases
 from treeqa.teleprompt.thresholds import recall_threshold
@@ -185,7 +185,7 @@ def test_dspy_s_own_load_restores_the_judge_or_refuses_loudly(tmp_path):
                                         action="search", next_query="n", analysis="")]
     path = save_compiled(judged, tmp_path / "c.json", name="tor", dataset="hotpotqa", retriever="dense")
     fresh = TreeOfReviews(FakeRetriever())
-    fresh.load(str(path))  # DSPy's Module.load, not treeqa.compiled.load_program
+    fresh.load(str(path))  # DSPy's Module.load, not treeqa.programs.compiled.load_program
     assert PathJudge.model_validate(fresh.path_judge) == JUDGE and len(fresh.review.demos) == 1
     plain = tmp_path / "plain.json"
     judged.save(str(plain))  # DSPy's own save keeps the settings too

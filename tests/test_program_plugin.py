@@ -95,8 +95,8 @@ def test_a_module_that_cannot_be_imported_is_named(monkeypatch):
 
 
 def test_the_toy_is_evaluated_compiled_served_and_drawn(toy, fixture_data, tmp_path, monkeypatch):
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
     from treeqa.optimize import OptimizeSpec, run_optimize
-    from treeqa.runs import EvalSpec, run_evaluation
     from treeqa.serving import Served, create_app, program_info, write_view
 
     lm = use_lm(monkeypatch, generic_lm())
@@ -112,7 +112,7 @@ def test_the_toy_is_evaluated_compiled_served_and_drawn(toy, fixture_data, tmp_p
     compiled = run_optimize(OptimizeSpec(program="toy", dataset="hotpotqa", optimizer="annotated", train=2, dev=1),
                             tmp_path / "opt")
     assert compiled["report"]["compile"]["optimizer"] == "annotated"
-    from treeqa.compiled import load_program
+    from treeqa.programs.compiled import load_program
 
     loaded = load_program(tmp_path / "opt" / "compiled.json", retriever=FakeRetriever())
     demos = loaded.read.demos
@@ -127,8 +127,8 @@ def test_the_toy_is_evaluated_compiled_served_and_drawn(toy, fixture_data, tmp_p
 
 
 def test_an_undeclared_predictor_gets_no_annotated_demos(toy, fixture_data):
-    from treeqa.annotated import AnnotatedFewShot
     from treeqa.data import load_examples
+    from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
 
     train = load_examples("hotpotqa", "train", n=2)
     bare = type("Undeclared", (toy,), {"annotation_demos": {}, "__module__": "toy_program"})

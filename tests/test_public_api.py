@@ -9,7 +9,7 @@ import pytest
 import treeqa
 import treeqa.lm
 from tests.fakes import FakeEndpoint, tree_retriever
-from treeqa.compiled import save_compiled
+from treeqa.programs.compiled import save_compiled
 
 
 def test_import_treeqa_stays_light_and_exports_the_api():

@@ -5,11 +5,11 @@ import dspy
 import pytest
 
 from tests.fakes import FIXTURE_DATA, FakeRetriever, answering, passage, review, review_kind, scripted_lm, use_lm
-from treeqa.annotated import as_passage
-from treeqa.compiled import load_program
 from treeqa.judging.path_judge import PathJudge
 from treeqa.optimize import OptimizeSpec, compile_call_bound, plan, run_optimize, stages
 from treeqa.programs import TreeOfReviews, build_program
+from treeqa.programs.compiled import load_program
+from treeqa.teleprompt.annotated_demos import as_passage
 from treeqa.teleprompt.path_judge_fit import PathJudgeFit
 from treeqa.teleprompt.query_writer import QueryWriterFit, RetrievalHit, query_examples
 

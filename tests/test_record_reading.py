@@ -4,8 +4,8 @@ skipped with a warning, never a crash, and never held whole when it is huge."""
 import json
 import logging
 
-from treeqa import evaluation
-from treeqa.evaluation import read_records
+from treeqa.evaluation import records as records_module
+from treeqa.evaluation.records import read_records
 
 
 def _good(i: int) -> str:
@@ -23,7 +23,7 @@ def test_a_deeply_nested_line_is_skipped_not_a_crash(tmp_path, caplog):
 
 
 def test_a_line_over_the_size_bound_is_skipped_and_the_next_read(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr(evaluation, "MAX_RECORD_BYTES", 1000)
+    monkeypatch.setattr(records_module, "MAX_RECORD_BYTES", 1000)
     path = tmp_path / "predictions.jsonl"
     huge = json.dumps({"id": "big", "em": 1.0, "f1": 1.0, "answer": "y" * 5000})
     path.write_text("\n".join([_good(1), huge, _good(2)]) + "\n")

@@ -8,7 +8,7 @@ import dspy
 import pytest
 
 from tests.fakes import BeamScript, FakeRetriever, scripted_lm
-from treeqa.evaluation import run_example
+from treeqa.evaluation.loop import run_example
 from treeqa.programs.beam_search import BeamSearchQA
 from treeqa.settings import PROJECT_ROOT
 

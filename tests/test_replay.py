@@ -1,4 +1,4 @@
-"""Replaying recorded ToR searches (`treeqa.replay`): the rebuilt search gives the reader what the
+"""Replaying recorded ToR searches (`treeqa.evaluation.replay`): the rebuilt search gives the reader what the
 live one gave it, a program whose search differs is refused, and `treeqa replay` makes one reader
 call a question on a run's records."""
 
@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from tests.fakes import answering, hashing_embed, review, review_kind, run, scripted_lm, tree_retriever, use_lm
 from treeqa.cli import app
-from treeqa.compiled import read_recipe, save_compiled
+from treeqa.evaluation.replay import ReplayError, check_same_search, rebuild_run
 from treeqa.judging.path_judge import FEATURES, Logit, PathJudge
 from treeqa.programs import build_program
+from treeqa.programs.compiled import read_recipe, save_compiled
 from treeqa.programs.tree_of_reviews import TreeOfReviews
-from treeqa.replay import ReplayError, check_same_search, rebuild_run
 
 
 def varied(call):
@@ -198,8 +198,8 @@ def test_a_run_that_has_not_reached_every_question_is_replayed_as_far_as_it_got(
 
 
 def test_optimize_reads_its_compiled_side_from_a_runs_recorded_searches(fixture_data, tmp_path, monkeypatch):
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
     from treeqa.optimize import OptimizeSpec, run_optimize
-    from treeqa.runs import EvalSpec, run_evaluation
 
     searcher = tree_retriever()
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: searcher)
@@ -238,8 +238,8 @@ def test_replay_refuses_records_another_spec_wrote_and_what_is_not_a_file(fixtur
     a FIFO or a symlink loop where the records should be is named, not read as "no search"."""
     import os
 
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
     from treeqa.optimize import OptimizeSpec, run_optimize
-    from treeqa.runs import EvalSpec, run_evaluation
 
     searcher = tree_retriever()
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: searcher)

@@ -8,8 +8,8 @@ from typer.testing import CliRunner
 import treeqa.lm
 from tests.fakes import use_lm
 from treeqa.cli import app, parse_params
+from treeqa.evaluation.runs import EvalSpec, run_evaluation
 from treeqa.programs import PROGRAMS, BeamSearchQA, build_program, program_name, uses_retriever
-from treeqa.runs import EvalSpec, run_evaluation
 
 
 def test_registry_builds_every_program_and_knows_who_retrieves():
@@ -85,8 +85,8 @@ def test_evaluate_command_reports_bad_input(fixture_data, tmp_path):
 
 
 def test_threads_run_questions_in_parallel_and_never_on_the_embedded_engine():
+    from treeqa.evaluation.runs import split_threads
     from treeqa.lm import LlamaEngine
-    from treeqa.runs import split_threads
 
     class Fake:
         def create_chat_completion(self, **kw):

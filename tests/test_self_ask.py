@@ -6,12 +6,12 @@ import dspy
 import pytest
 
 from tests.fakes import FakeRetriever, Raw, run_scripted, scripted_lm
-from treeqa.annotated import AnnotatedFewShot
 from treeqa.programs import build_program, call_bound
 from treeqa.programs.common import repeat_of
 from treeqa.programs.self_ask import SelfAsk
 from treeqa.signatures.formatting import format_history
 from treeqa.signatures.self_ask import clean_follow_up
+from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
 
 Q = "Where was the director of Jaws born?"
 F1 = "Who directed Jaws?"

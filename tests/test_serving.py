@@ -186,7 +186,7 @@ def test_bad_requests_get_json_errors(payload, status, message):
 
 
 def test_view_writes_one_html_file_with_every_tree(fixture_data, tmp_path, monkeypatch):
-    from treeqa.runs import EvalSpec, run_evaluation
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
 
     served, _ = tor_served()
     use_lm(monkeypatch, served.lm)

@@ -4,10 +4,10 @@ import dspy
 import pytest
 
 from tests.fakes import answering, review, review_kind, scripted_lm, tree_retriever
-from treeqa.compiled import load_program, save_compiled
 from treeqa.programs import build_program
-from treeqa.settings_search import SettingsSearch, candidate_settings
+from treeqa.programs.compiled import load_program, save_compiled
 from treeqa.teleprompt.metrics import em_metric
+from treeqa.teleprompt.settings_choice import SettingsSearch, candidate_settings
 
 TRAIN = [dspy.Example(id=f"t{i}", question=f"Two-hop question {i}?", answers=["right"]).with_inputs("question")
          for i in range(3)]

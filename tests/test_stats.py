@@ -2,8 +2,7 @@
 
 import pytest
 
-from treeqa.runs import comparison_table
-from treeqa.stats import (
+from treeqa.evaluation.stats import (
     NO_DIFFERENCE,
     bootstrap_ci,
     compare_records,
@@ -13,6 +12,7 @@ from treeqa.stats import (
     run_intervals,
     verdict,
 )
+from treeqa.evaluation.tables import comparison_table
 
 
 @pytest.mark.parametrize(("wins", "losses", "p"), [

@@ -12,8 +12,8 @@ import dspy
 import pytest
 
 from tests.fakes import requires_shared_data
+from treeqa.evaluation.metrics import exact_match, f1_score, recall_at_k
 from treeqa.lm import adapter_for, local_engine
-from treeqa.metrics import exact_match, f1_score, recall_at_k
 from treeqa.programs.chain_of_reviews import ChainOfReviews
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 

@@ -21,7 +21,7 @@ from tests.fakes import (
     scripted_lm,
     tree_retriever,
 )
-from treeqa.metrics import RECALL_K
+from treeqa.data.answers import RECALL_K
 from treeqa.programs.review_run import rank_retrieved
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.signatures.fusion import Evidence

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
+from treeqa.evaluation.stats import auc
 from treeqa.judging.verdicts import verdict_probability
 from treeqa.lm._greedy_grammar import token_logprobs
-from treeqa.stats import auc
 from treeqa.teleprompt.thresholds import fit_threshold
 
 

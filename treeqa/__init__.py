@@ -53,7 +53,7 @@ def configure(lm: str = "local", *, api_base: str | None = None, api_key: str | 
 
 def load_program(path, retriever=None, overrides=None, expect=None):
     """A ready compiled program from a file `treeqa optimize` wrote: its demos, instructions,
-    settings, LoRA adapter and the index of the corpus it was compiled on (see `treeqa.compiled`).
+    settings, LoRA adapter and the index of the corpus it was compiled on (see `treeqa.programs.compiled`).
 
     Args:
         path: the compiled program's JSON file.
@@ -64,7 +64,7 @@ def load_program(path, retriever=None, overrides=None, expect=None):
     Example:
         >>> treeqa.load_program("runs/optimize/hotpotqa-tor-path-judge-1234abcd/compiled.json", expect="tor")
     """
-    from treeqa.compiled import load_program as _load
+    from treeqa.programs.compiled import load_program as _load
 
     return _load(path, retriever=retriever, expect=expect, overrides=overrides)
 

@@ -156,8 +156,8 @@ def load_searching(compiled: str, retriever: str | None, corpus: str | None, exp
     """(program, recipe, retriever, corpus) of a compiled file: it searches what it was compiled
     against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25); `overrides`
     replace stored settings."""
-    from treeqa.compiled import load_program, read_recipe, recipe_settings
     from treeqa.programs import uses_retriever
+    from treeqa.programs.compiled import load_program, read_recipe, recipe_settings
 
     recipe, _ = read_recipe(compiled)
     retriever = retriever or recipe.get("retriever", "dense")
@@ -253,9 +253,9 @@ def evaluate_cmd(
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
     retriever_given = retriever is not None
     retriever = retriever or "dense"
-    from treeqa.compiled import recipe_settings
-    from treeqa.evaluation import RunAborted
-    from treeqa.runs import EvalSpec, run_evaluation
+    from treeqa.evaluation.loop import RunAborted
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
+    from treeqa.programs.compiled import recipe_settings
 
     try:
         loaded = None
@@ -278,13 +278,13 @@ def evaluate_cmd(
                                 question_budget=question_budget)
     except (ValueError, FileNotFoundError, RunAborted) as exc:
         _fail(exc)
-    from treeqa.runs import data_line
+    from treeqa.evaluation.tables import data_line
 
     typer.echo(data_line(result["data"]))
     typer.echo(result["table"])
     typer.echo("EM and F1 with 95% bootstrap intervals over the questions.")
     if "decisions" in result["summary"]:
-        from treeqa.decisions import describe
+        from treeqa.evaluation.decisions import describe
 
         typer.echo(f"decisions: {describe(result['summary']['decisions'])}")
     typer.echo(f"written to {result['out']}")
@@ -308,14 +308,14 @@ def replay_cmd(
     """Answer again from a ToR run's recorded searches: one reader call a question, for a
     compile that changes only the reading. A program whose search differs is refused; questions
     the run has not reached yet are left for a rerun, which resumes."""
-    from treeqa.replay import replay_run
+    from treeqa.evaluation.replay import replay_run
 
     try:
         result, replayed, sample = replay_run(Path(records), compiled, source_compiled, lm, api_base, out, cache,
                                               overrides=parse_params(param))
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
-    from treeqa.runs import data_line
+    from treeqa.evaluation.tables import data_line
 
     typer.echo(data_line(result["data"]))
     typer.echo(result["table"])
@@ -352,8 +352,9 @@ def compare_cmd(
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
 ) -> None:
     """Programs side by side on the same questions (beam with the NQ preset), each paired with one baseline."""
-    from treeqa.runs import EvalSpec, comparison_table, data_line, markdown_table, run_evaluation
-    from treeqa.stats import PAIRED_KEYS, compare_records
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
+    from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
+    from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
 
     names = [p.strip() for p in programs.split(",") if p.strip()]
     if not names:
@@ -444,7 +445,7 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
     from treeqa.serving import Served, program_info
 
     if compiled:
-        from treeqa.compiled import recipe_settings
+        from treeqa.programs.compiled import recipe_settings
 
         qa, recipe, _, corpus = load_searching(compiled, retriever, corpus)
         name = recipe["program"]
@@ -577,9 +578,9 @@ def optimize_cmd(
                                                  "elsewhere; running again without it adds the side).")] = True,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
-    from treeqa.compiled import CompiledProgramError
-    from treeqa.evaluation import RunAborted
+    from treeqa.evaluation.loop import RunAborted
     from treeqa.optimize import OptimizeSpec, run_optimize
+    from treeqa.programs.compiled import CompiledProgramError
 
     default = PROGRAMS[program].default_compile if program in PROGRAMS else {"optimizer": "bootstrap", "train": 20}
     if train is None:

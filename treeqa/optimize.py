@@ -20,21 +20,19 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field, model_validator
 
-from treeqa.programs import DEFAULT_PROGRAM, resolve_settings, validate_params
-from treeqa.runs import (
+from treeqa.evaluation.runs import (
     RUNS_DIR,
     EvalSpec,
     adopt_run,
     check_adoptable,
     check_spec_names,
-    comparison_table,
-    data_line,
-    markdown_table,
     run_evaluation,
     select_examples,
     versions,
 )
-from treeqa.stats import PAIRED_KEYS, compare_records
+from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
+from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
+from treeqa.programs import DEFAULT_PROGRAM, resolve_settings, validate_params
 
 
 def optimizer_names() -> tuple[str, ...]:
@@ -132,7 +130,7 @@ class OptimizeSpec(BaseModel):
     annotated_demos: int = Field(3, ge=1)  # demos per predictor for --optimizer annotated (the papers' 3)
     cache: bool = True  # DSPy's response cache for the two evaluations (compiling always uses it)
     zero_shot_from: str | None = None  # a finished run of the same zero-shot spec to start from
-    replay_from: str | None = None  # a ToR run whose recorded searches the compiled side reads (treeqa.replay)
+    replay_from: str | None = None  # a ToR run whose recorded searches the compiled side reads (evaluation.replay)
     zero_shot: bool = True  # False: the compiled side alone (its baseline measured elsewhere); a later run may add it
 
     @model_validator(mode="after")
@@ -243,9 +241,9 @@ def check_compiled_matches(compile_info: dict, spec: OptimizeSpec, path: Path) -
 def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only: bool = False,
                  echo=print) -> dict[str, Any]:
     """Compile on train against EM, evaluate compiled then zero-shot on dev, report; resumable."""
-    from treeqa.compiled import load_program, read_recipe, save_compiled
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs import build_program, uses_retriever
+    from treeqa.programs.compiled import load_program, read_recipe, save_compiled
     from treeqa.retrievers import get_retriever
 
     names = stages(spec.optimizer)
@@ -267,7 +265,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     if spec.zero_shot_from:  # refused now, not after the compile and the compiled run
         check_adoptable(Path(spec.zero_shot_from), eval_spec)
     if spec.replay_from:  # the sample and the program now; whether the search is the same, once compiled
-        from treeqa.replay import check_replay_source
+        from treeqa.evaluation.replay import check_replay_source
 
         check_replay_source(Path(spec.replay_from), eval_spec)
     trainset = select_examples(train_dataset, train_split, spec.train, spec.seed, option="--train")
@@ -279,7 +277,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     holds_out = any(compilers()[name].holds_out for name in names)
     fit_on, valset = gepa_split(trainset) if holds_out else (trainset, None)
     if any(compilers()[name].needs_annotations for name in names):  # fail before any evaluation
-        from treeqa.annotated import usable
+        from treeqa.teleprompt.annotated_demos import usable
 
         if not any(usable(ex) for ex in trainset):
             raise ValueError(f"--optimizer {spec.optimizer}: none of the {len(trainset)} {train_dataset} {train_split} "
@@ -340,7 +338,7 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
 
     echo(f"[2/3] compiled {spec.program} on {spec.dev} {spec.dataset} {dev_split} questions")
     if spec.replay_from:
-        from treeqa.replay import replay_run
+        from treeqa.evaluation.replay import replay_run
 
         comp, replayed, _ = replay_run(Path(spec.replay_from), compiled_path, lm=spec.lm, api_base=spec.api_base,
                                        out=out_dir / "compiled", cache=spec.cache)

@@ -27,8 +27,8 @@ from typing import Any
 
 import dspy
 
+from treeqa.data.answers import normalize_answer
 from treeqa.data.passage import clean_whitespace, passage_id
-from treeqa.metrics import normalize_answer
 from treeqa.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -88,8 +88,8 @@ def _example(id: str, question: str, answers: list[str], gold: list[tuple[str, s
              annotation: dict | None = None) -> dspy.Example:
     """`gold`: the supporting paragraphs as (title, text) pairs, for recall@k. `annotation`
     (multi-hop sets): what the training annotations say, for demos built from them
-    (`treeqa.annotated`): `gold` paragraphs (annotation order; MuSiQue: hop order) with their supporting sentences
-    (`facts`), `distractors`, and MuSiQue's `decomposition` into sub-questions."""
+    (`teleprompt.annotated_demos`): `gold` paragraphs (annotation order; MuSiQue: hop order) with
+    their supporting sentences (`facts`), `distractors`, and MuSiQue's `decomposition` into sub-questions."""
     fields: dict[str, Any] = {"id": id, "question": question, "answers": answers}
     if gold is not None:
         fields["gold_titles"] = _unique(title for title, _ in gold)

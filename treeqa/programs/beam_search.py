@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 import dspy
 
+from treeqa.data.answers import normalize_answer
 from treeqa.data.corpus import Passage
 from treeqa.judging.path_judge import PathJudge, check_path_judge
-from treeqa.metrics import normalize_answer
 from treeqa.programs.common import (
     SharedRef,
     check_question,

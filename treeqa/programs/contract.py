@@ -47,12 +47,12 @@ class QAProgram(dspy.Module):
     # what `optimize` compiles with when no --optimizer / --train is given: the compile that
     # measured best for the program (DSPy's BootstrapFewShot where nothing else was measured)
     default_compile: ClassVar[dict[str, Any]] = {"optimizer": "bootstrap", "train": 20}
-    # the shape of its search tree, which decides the decision figures that apply (`treeqa.decisions`):
+    # the shape of its search tree, which decides the decision figures that apply (`treeqa.evaluation.decisions`):
     # "reviews" (a tree of reviewed paragraphs), "chain" (one reviewed path), "states" (a beam of scored states)
     tree_shape: ClassVar[str | None] = None
     default_preset: ClassVar[str | None] = None  # the preset side-by-side comparisons run it with
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # named settings, e.g. a paper's per dataset
-    # predictor name -> the kind of demo the training annotations can give it (`treeqa.annotated`:
+    # predictor name -> the kind of demo the training annotations can give it (`treeqa.teleprompt.annotated_demos`:
     # "review", "complete", "ask", "score", "summarize", "background", "read", "read-history");
     # a predictor not named gets no annotated demos
     annotation_demos: ClassVar[dict[str, str]] = {}
@@ -199,7 +199,7 @@ class QAProgram(dspy.Module):
         if clashes:
             raise ValueError(f"the saved state was made by a {name} with other settings: {'; '.join(clashes)}. "
                              f"Build the program with those settings, or load the file with "
-                             f"treeqa.compiled.load_program, which does")
+                             f"treeqa.programs.compiled.load_program, which does")
         restore = {k: v for k, v in checked.items() if k in self.fitted_settings}
         self.check_fitted({**{k: mine.get(k) for k in self.fitted_settings}, **restore})
         return restore

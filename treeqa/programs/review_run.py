@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from treeqa.data.answers import RECALL_K
 from treeqa.data.corpus import Passage
-from treeqa.metrics import RECALL_K
 from treeqa.programs.common import emit
 from treeqa.retrievers.encoder import EmbedFn, default_embed
 from treeqa.signatures.fusion import Evidence

@@ -161,7 +161,7 @@ class TreeOfReviews(ReviewProgram):
 
     def answer_from(self, run: ReviewRun) -> dspy.Prediction:
         """Read what the search found (the reader's one call), from a live search or a recorded
-        one (`treeqa.replay`)."""
+        one (`treeqa.evaluation.replay`)."""
         by_id: dict[str, Passage] = {}
         for p in run.retrieved:
             by_id.setdefault(p.id, p)

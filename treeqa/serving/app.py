@@ -42,7 +42,7 @@ from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from treeqa.metrics import RECALL_K
+from treeqa.data.answers import RECALL_K
 from treeqa.programs.common import MAX_QUESTION_CHARS, check_question, listening
 
 STATIC = Path(__file__).parent / "static"

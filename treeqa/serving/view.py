@@ -11,7 +11,7 @@ import html
 import json
 from pathlib import Path
 
-from treeqa.evaluation import read_records
+from treeqa.evaluation.records import read_records
 
 STATIC = Path(__file__).parent / "static"
 KEEP = ("id", "question", "answers", "prediction", "em", "f1", "recall@15", "lm_calls", "seconds", "tree", "error")

@@ -6,7 +6,7 @@ from typing import Any
 
 import dspy
 
-from treeqa.metrics import exact_match
+from treeqa.evaluation.metrics import exact_match
 
 
 def em_metric(example: dspy.Example, prediction: Any, trace: Any = None) -> float | bool:

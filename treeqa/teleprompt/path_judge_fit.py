@@ -13,9 +13,9 @@ import numpy as np
 from dspy.teleprompt import Teleprompter
 
 from treeqa.data.passage import Passage
+from treeqa.evaluation.stats import auc
 from treeqa.judging.path_judge import Logit, PathJudge, path_features, stopword_set
 from treeqa.retrievers.encoder import EmbedFn
-from treeqa.stats import auc
 from treeqa.teleprompt.base import Compiler, register
 from treeqa.teleprompt.thresholds import fit_threshold, recall_threshold
 
@@ -25,7 +25,7 @@ DISTRACTORS_PER_QUESTION = 3  # distractors spliced into paths per training ques
 # cut at its best balanced accuracy.
 RELEVANCE_RECALL = 0.9
 def _passage(paragraph: dict) -> Passage:
-    from treeqa.annotated import as_passage
+    from treeqa.teleprompt.annotated_demos import as_passage
 
     return as_passage(paragraph)
 
@@ -40,7 +40,7 @@ def judge_cases(examples: Sequence[dspy.Example], seed: int = 0) -> list[tuple[s
     and the longer paths a deeper tree meets, so that length alone says nothing: d then G,
     and G with d inside (relevant, sufficient), two distractors then G's first paragraph
     (relevant, not sufficient), G's first paragraph then two distractors (neither)."""
-    from treeqa.annotated import usable
+    from treeqa.teleprompt.annotated_demos import usable
 
     rng = random.Random(seed)
     cases = []
@@ -151,7 +151,7 @@ class PathJudgeFit(Teleprompter):
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[dspy.Example], teacher=None,
                 valset=None, **kwargs) -> dspy.Module:
-        from treeqa.annotated import AnnotatedFewShot
+        from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
 
         if not hasattr(student, "path_judge"):
             raise ValueError(f"--optimizer path-judge: {type(student).__name__} has no path judge (tor and beam have)")

@@ -25,8 +25,8 @@ from pathlib import Path
 import dspy
 from dspy.teleprompt.teleprompt import Teleprompter
 
-from treeqa.annotated import as_passage, usable
 from treeqa.programs.review_run import ReviewRun
+from treeqa.teleprompt.annotated_demos import as_passage, usable
 from treeqa.teleprompt.base import Compiler, register
 from treeqa.teleprompt.one_predictor import PredictorCalls, demo_pool, keep_better, random_search, score
 

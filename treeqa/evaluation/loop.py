@@ -8,12 +8,9 @@ recorded with its error and scores 0; the others go on.
 from __future__ import annotations
 
 import json
-import logging
-import math
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import mean
@@ -22,10 +19,9 @@ from typing import Any
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from treeqa.metrics import RECALL_K, answer_hit_at_k, exact_match, f1_score, recall_at_k
-from treeqa.stats import run_intervals
-
-log = logging.getLogger(__name__)
+from treeqa.data.answers import RECALL_K
+from treeqa.evaluation.metrics import answer_hit_at_k, exact_match, f1_score, recall_at_k
+from treeqa.evaluation.records import failed, open_for_append, read_records, rewrite_records, summarize
 
 
 class ParseCounter(BaseCallback):
@@ -181,130 +177,6 @@ def run_with_budget(run: Callable[[], dict], example: dspy.Example, budget: floa
     return result.get("record") or over_budget(example, budget)
 
 
-def _finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-MAX_RECORD_BYTES = 32 << 20  # one question's record, its search tree included (a real one is under 1 MB)
-
-
-def _lines(fh, limit: int):
-    """(line number, bytes) of a binary file, with None for a line over `limit` bytes, which is
-    read past in chunks and never held whole."""
-    lineno = 0
-    while True:
-        raw = fh.readline(limit + 1)
-        if not raw:
-            return
-        lineno += 1
-        if len(raw) > limit and not raw.endswith(b"\n"):
-            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
-                pass
-            yield lineno, None
-            continue
-        yield lineno, raw
-
-
-def read_records(path: Path) -> list[dict]:
-    """Records of an earlier run, one per question id (a later line for an id replaces an
-    earlier one). A line that cannot be a record (torn by a kill mid-write, not UTF-8, nested
-    too deeply to parse, over MAX_RECORD_BYTES, not a JSON object with an `id` and numeric `em`
-    and `f1`) is skipped with a warning naming the file and line."""
-    if not path.is_file():
-        return []
-    records: dict[str, dict] = {}
-    with path.open("rb") as fh:
-        for lineno, raw in _lines(fh, MAX_RECORD_BYTES):
-            if raw is None:
-                log.warning("%s, line %d: skipped, over %d bytes (not a record)", path, lineno, MAX_RECORD_BYTES)
-                continue
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                log.warning("%s, line %d: skipped, not a readable record (%s)", path, lineno, exc)
-                continue
-            except RecursionError:
-                log.warning("%s, line %d: skipped, nested too deeply to be a record", path, lineno)
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-                log.warning("%s, line %d: skipped, a record needs a string id", path, lineno)
-                continue
-            if not all(_finite_number(record.get(key)) for key in ("em", "f1")):
-                log.warning("%s, line %d: skipped, a record needs numbers 'em' and 'f1'", path, lineno)
-                continue
-            records[record["id"]] = record
-    return list(records.values())
-
-
-def rewrite_records(path: Path, records: list[dict]) -> None:
-    """Replace the file with `records`, atomically (a kill leaves the old file or the new one)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def failed(record: dict) -> bool:
-    """A question to run again with `--retry-failed`: it raised, or some LM call failed."""
-    return bool(record.get("error")) or record.get("failed_calls", 0) > 0
-
-
-def _open_for_append(path: Path):
-    """Append mode, starting on a fresh line if an earlier run was killed mid-record."""
-    sink = path.open("a", encoding="utf-8")
-    if path.stat().st_size:
-        with path.open("rb") as fh:
-            fh.seek(-1, 2)
-            if fh.read(1) != b"\n":
-                sink.write("\n")
-    return sink
-
-
-def summarize(records: Iterable[dict]) -> dict[str, float]:
-    """Mean figures over records: EM and F1 in percent, costs per question."""
-    records = list(records)
-    if not records:
-        return {"n": 0}
-    out: dict[str, float] = {
-        "n": len(records),
-        "em": round(100 * mean(r["em"] for r in records), 2),
-        "f1": round(100 * mean(r["f1"] for r in records), 2),
-        **run_intervals(records),
-    }
-    recalls = [r[f"recall@{RECALL_K}"] for r in records if f"recall@{RECALL_K}" in r]
-    if recalls:
-        out[f"recall@{RECALL_K}"] = round(100 * mean(recalls), 2)
-        if len(recalls) < len(records):  # e.g. NQ: only questions whose gold passage is in the corpus
-            out[f"recall@{RECALL_K}_questions"] = len(recalls)
-    hits = [r[f"answer_hit@{RECALL_K}"] for r in records if f"answer_hit@{RECALL_K}" in r]
-    if hits:
-        out[f"answer_hit@{RECALL_K}"] = round(100 * mean(hits), 2)
-    for key in ("lm_calls", "prompt_tokens", "prompt_tokens_cached", "completion_tokens", "seconds"):
-        out[f"{key}_per_q"] = round(mean(r.get(key, 0) for r in records), 2)
-    if all("lm_seconds" in r for r in records) and sum(r["seconds"] for r in records) > 0:
-        out["overhead_pct"] = round(100 * (1 - sum(r["lm_seconds"] for r in records)
-                                           / sum(r["seconds"] for r in records)), 2)
-    timed = [r for r in records if "lm_seconds_by_predictor" in r]
-    if timed:  # where a question's LM time goes, per predictor (records since 2026-11-25)
-        names = sorted({name for r in timed for name in r["lm_seconds_by_predictor"]})
-        out["lm_seconds_per_q_by_predictor"] = {
-            name: round(mean(r["lm_seconds_by_predictor"].get(name, 0.0) for r in timed), 2) for name in names}
-        if len(timed) < len(records):  # a run resumed from records made before they were kept
-            out["lm_seconds_per_q_by_predictor_questions"] = len(timed)
-    attempts = sum(sum(r.get("parse_attempts", {}).values()) for r in records)
-    if attempts:
-        failed = sum(sum(r.get("parse_failures", {}).values()) for r in records)
-        out["parse_success"] = round(100 * (1 - failed / attempts), 2)
-    out["failed_calls"] = sum(r.get("failed_calls", 0) for r in records)
-    out["errors"] = sum(1 for r in records if r.get("error"))
-    return out
-
-
 class RunAborted(RuntimeError):
     """Too many questions in a row got no answer because every LM call failed."""
 
@@ -350,7 +222,7 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
     todo = [ex for ex in examples if ex.id not in done]
     bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc=desc, disable=not progress,
                unit="q", dynamic_ncols=True)
-    sink = _open_for_append(out_path) if out_path is not None else None
+    sink = open_for_append(out_path) if out_path is not None else None
     try:
         streak = 0
 
@@ -385,3 +257,4 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
             sink.close()
     records = [done[ex.id] for ex in examples]
     return {"summary": summarize(records), "records": records}
+

@@ -1,4 +1,4 @@
-"""One evaluation run, described by a spec, written to a folder: predictions, summary, command."""
+"""One evaluation run, described by a spec, written to a folder (predictions, summary, command)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from treeqa.evaluation.tables import markdown_table
 from treeqa.programs import validate_params
 from treeqa.settings import PROJECT_ROOT
 
@@ -86,61 +87,10 @@ class EvalSpec(BaseModel):
 
 
 def versions() -> dict[str, str]:
-    from treeqa import __version__
-
-    out = {"treeqa": __version__}
-    for package in ("dspy", "llama-cpp-python", "sentence-transformers", "faiss-cpu"):
+    out = {}
+    for package in ("treeqa", "dspy", "llama-cpp-python", "sentence-transformers", "faiss-cpu"):
         out[package] = version(package)
     return out
-
-
-def _with_ci(summary: dict[str, Any], key: str) -> str:
-    value = summary.get(key, "–")
-    ci = summary.get(f"{key}_ci")
-    return f"{value} [{ci[0]}, {ci[1]}]" if ci else str(value)
-
-
-def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
-    """Rows of summary figures (label -> summary) as a Markdown table; EM and F1 carry their
-    95% bootstrap intervals."""
-    columns = ["n", "em", "f1", "recall@15", "answer_hit@15", "lm_calls_per_q", "prompt_tokens_per_q",
-               "completion_tokens_per_q", "seconds_per_q", "failed_calls", "errors"]
-    headers = {"em": "em [95% CI]", "f1": "f1 [95% CI]"}
-    lines = ["| program | " + " | ".join(headers.get(c, c) for c in columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for label, summary in rows.items():
-        cells = [_with_ci(summary, c) if c in headers else str(summary.get(c, "–")) for c in columns]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def comparison_table(comparisons: dict[str, dict[str, Any]]) -> str:
-    """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table."""
-    lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] "
-             "| F1 verdict | EM A / B where both saw all gold (n) [95% CI of A - B], p: verdict "
-             "| EM A / B where only A saw all gold (n) [95% CI], p: verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for label, c in comparisons.items():
-        em, f1 = c["em"], c.get("f1")
-        f1_cells = (f"{f1['diff']:+.2f} [{f1['ci'][0]:+.2f}, {f1['ci'][1]:+.2f}] | {f1['verdict']}" if f1 else "– | –")
-        groups = [_group_cell(c.get(name)) for name in ("em_given_all_gold", "em_where_only_a_saw_all_gold")]
-        lines.append(f"| {label} | {c['n']} | {em['diff']:+.2f} [{em['ci'][0]:+.2f}, {em['ci'][1]:+.2f}] | "
-                     f"{em['wins']} / {em['losses']} / {em['ties']} | {em['p_mcnemar']:.3g} | {em['verdict']} | "
-                     f"{f1_cells} | {' | '.join(groups)} |")
-    return "\n".join(lines)
-
-
-def _group_cell(group: dict | None) -> str:
-    """EM of A and B on a group of the compared questions (`stats.compare_records`), paired."""
-    if not group:
-        return "–"
-    return (f"{group['a']} / {group['b']} ({group['n']}) [{group['ci'][0]:+.2f}, {group['ci'][1]:+.2f}]"
-            + (f", p={group['p_mcnemar']:.3g}: {group['verdict']}" if "p_mcnemar" in group else ""))
-
-
-def data_line(data: dict[str, str]) -> str:
-    """The questions and corpus of a run, in one line for reports."""
-    corpus = f"; corpus: {data['corpus']} ({data['retriever']})" if "corpus" in data else ""
-    return f"questions: {data['questions']} [{data['split']}]{corpus}"
 
 
 def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
@@ -187,7 +137,7 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
             raise ValueError(f"{out_dir} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
     else:  # no spec.json (deleted, or a copied folder): the records' keys say whose folder it is
-        from treeqa.evaluation import read_records
+        from treeqa.evaluation.records import read_records
 
         refuse_foreign_folder(out_dir)
 
@@ -301,12 +251,12 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
                 max_errors: int | None, question_budget: float | None) -> dict[str, Any]:
     import dspy
 
-    from treeqa.compiled import adapter_lms, set_adapter_cache
     from treeqa.data import SPLITS, corpus_description
-    from treeqa.decisions import decisions
-    from treeqa.evaluation import evaluate
+    from treeqa.evaluation.decisions import decisions
+    from treeqa.evaluation.loop import evaluate
     from treeqa.lm import adapter_for, get_lm, is_embedded
     from treeqa.programs import build_program, uses_retriever
+    from treeqa.programs.compiled import adapter_lms, set_adapter_cache
     from treeqa.retrievers import get_retriever
 
     if spec.corpus:  # gold ids name the dataset's pooled paragraphs: another corpus cannot be scored on them
@@ -346,3 +296,4 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return {"summary": result["summary"], "out": out_dir, "records": result["records"], "data": data,
             "table": markdown_table({label: result["summary"]})}
+

@@ -6,22 +6,10 @@ a/an/the, collapse whitespace) and take the maximum over the gold answers.
 
 from __future__ import annotations
 
-import re
-import string
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-_PUNCTUATION = set(string.punctuation)
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation; also drops Unicode punctuation (curly quotes, dashes)."""
-    text = unicodedata.normalize("NFKC", text or "").lower()
-    text = "".join(ch for ch in text if ch not in _PUNCTUATION and not unicodedata.category(ch).startswith("P"))
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+from treeqa.data.answers import normalize_answer
 
 
 def _as_list(golds: str | Sequence[str]) -> list[str]:
@@ -59,9 +47,6 @@ def f1_score(prediction: str, golds: str | Sequence[str]) -> float:
     """Token-level F1 against the best-matching gold answer."""
     golds = _as_list(golds)
     return max((_f1(prediction, g) for g in golds), default=0.0)
-
-
-RECALL_K = 15  # the ToR paper's recall@15 (after Trivedi et al., 2023)
 
 
 def recall_at_k(retrieved: Sequence[str], gold: Sequence[str], k: int) -> float:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from treeqa.metrics import RECALL_K
+from treeqa.data.answers import RECALL_K
 
 RESAMPLES = 10_000
 LEVEL = 0.95

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from treeqa.metrics import exact_match
-from treeqa.stats import auc
+from treeqa.evaluation.metrics import exact_match
+from treeqa.evaluation.stats import auc
 
 CALIBRATION_BINS = 10
 

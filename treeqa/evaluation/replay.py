@@ -84,7 +84,7 @@ def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> N
     """Refuse a (recipe, state) `target` whose searches could differ from `source`'s: another
     program, dataset, corpus or retriever, another setting outside READER_SETTINGS, or other
     demos or instructions on any predictor but the reader."""
-    from treeqa.compiled import recipe_settings
+    from treeqa.programs.compiled import recipe_settings
 
     (src_recipe, src_state), (recipe, state) = source, target
     problems = []
@@ -188,8 +188,8 @@ def source_recipe(records_dir: Path, recorded) -> tuple[dict, dict]:
     `compiled.json` beside its `compiled/` records, the file an `evaluate --compiled` run names,
     or, for a zero-shot run, the program its spec builds (no demos, the signatures' own
     instructions)."""
-    from treeqa.compiled import read_recipe
     from treeqa.programs import build_program
+    from treeqa.programs.compiled import read_recipe
 
     if records_dir.name == "compiled" and (records_dir.parent / "compiled.json").is_file():
         return read_recipe(records_dir.parent / "compiled.json")
@@ -212,8 +212,8 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     in `records_dir`, reading its recorded searches: (the evaluation's result, questions
     replayed, questions in the sample). The run's folder is only read; the replay's records go
     to `out` and a rerun resumes them."""
-    from treeqa.compiled import load_program, read_recipe, recipe_settings
-    from treeqa.runs import EvalSpec, run_evaluation
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
+    from treeqa.programs.compiled import load_program, read_recipe, recipe_settings
 
     recorded = recorded_spec(records_dir)
     recipe, state = read_recipe(compiled)
@@ -293,7 +293,7 @@ def check_replay_source(records_dir: Path, spec) -> None:
 def run_records(records_dir: Path, recorded) -> list[dict]:
     """The records of the run whose spec is `recorded`, as `evaluate` would resume them: refused
     when predictions.jsonl is not a plain file, or holds records another spec wrote."""
-    from treeqa.evaluation import read_records
+    from treeqa.evaluation.records import read_records
 
     path = records_dir / "predictions.jsonl"
     if (kind := not_a_records_file(path)) is not None:
@@ -326,7 +326,7 @@ def not_a_records_file(path: Path) -> str | None:
 
 def recorded_spec(records_dir: Path):
     """The EvalSpec of the run in `records_dir` (the sample its records answer)."""
-    from treeqa.runs import read_spec
+    from treeqa.evaluation.runs import read_spec
 
     spec_file = records_dir / "spec.json"
     if not spec_file.is_file():
