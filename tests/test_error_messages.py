@@ -3,12 +3,12 @@
 import pytest
 import typer
 
-from treeqa import cli
+from treeqa.cli import common as cli
 
 
 def test_a_huge_value_in_an_error_is_cut(capsys):
     with pytest.raises(typer.Exit):
-        cli._fail(ValueError("a setting of this program cannot be " + "x" * 3_000_000))
+        cli.fail(ValueError("a setting of this program cannot be " + "x" * 3_000_000))
     err = capsys.readouterr().err
     assert len(err) < cli.MAX_ERROR_CHARS + 100
     assert "more characters cut" in err and err.startswith("error: a setting of this program")
@@ -16,7 +16,7 @@ def test_a_huge_value_in_an_error_is_cut(capsys):
 
 def test_a_short_error_is_printed_whole(capsys):
     with pytest.raises(typer.Exit):
-        cli._fail("no such compiled program")
+        cli.fail("no such compiled program")
     assert capsys.readouterr().err.strip() == "error: no such compiled program"
 
 

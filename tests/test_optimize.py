@@ -239,7 +239,7 @@ def test_the_compile_runs_first_and_the_zero_shot_run_is_adopted_as_it_stands_th
                                                                                     monkeypatch):
     """A long optimize reports its compile and compiled run first; a zero-shot run another process
     is still filling is taken at the end, with what it has by then."""
-    import treeqa.optimize as optimize
+    import treeqa.optimize.run as optimize
     from treeqa.evaluation.runs import run_evaluation
 
     spec = _spec()
@@ -333,3 +333,32 @@ def test_the_cli_skips_the_zero_shot_side_on_request(scripted, tmp_path):
     assert result.exit_code == 0, result.output
     assert "zero-shot side skipped" in result.output
     assert json.loads((out / "report.json").read_text())["zero_shot"] is None
+
+
+def test_the_default_compile_rule_is_the_specs():
+    """An optimizer or train size left unset takes the program's own compile, or 20 train
+    questions for another optimizer, and the spec says so where that is not the program's size."""
+    own = OptimizeSpec(program="tor", optimizer=None, train=None)
+    assert (own.optimizer, own.train, own.default_compile_note) == ("path-judge", 100, None)
+    other = OptimizeSpec(program="tor", optimizer="bootstrap", train=None)
+    assert (other.optimizer, other.train) == ("bootstrap", 20)
+    assert "20 train questions" in other.default_compile_note and "path-judge" in other.default_compile_note
+    told = OptimizeSpec(program="tor", optimizer="bootstrap", train=7)
+    assert (told.train, told.default_compile_note) == (7, None)
+
+
+def test_a_program_is_resolved_once_at_the_door(scripted, tmp_path, monkeypatch):
+    """The spec resolves its program when it is made; compiling, evaluating and reporting use
+    that, and check nothing again."""
+    import treeqa.programs
+
+    spec = _spec()
+    resolved = []
+    real = treeqa.programs.resolve_program
+    monkeypatch.setattr(treeqa.programs, "resolve_program", lambda *a, **k: resolved.append(a) or real(*a, **k))
+    monkeypatch.setattr("treeqa.evaluation.runs.resolve_program", treeqa.programs.resolve_program)
+    monkeypatch.setattr("treeqa.optimize.spec.resolve_program", treeqa.programs.resolve_program)
+    run_optimize(spec, tmp_path / "O")
+    # once more for the evaluation spec both sides share (a spec of its own, checked as one);
+    # compiling, building both programs, evaluating and reporting resolve nothing again
+    assert resolved == [("direct", {}, None)]

@@ -14,22 +14,21 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 
 from treeqa.evaluation.tables import markdown_table
-from treeqa.programs import validate_params
+from treeqa.programs import ProgramSpec, resolve_program
 from treeqa.settings import PROJECT_ROOT
 
 RUNS_DIR = PROJECT_ROOT / "runs"
 
 
-def check_spec_names(program: str, dataset: str, split: str | None, retriever: str, preset: str | None) -> None:
-    """Every name a run folder is made from must be one we know (no '../' can reach a path)."""
+def check_spec_names(dataset: str, split: str | None, retriever: str) -> None:
+    """Every name a run folder is made from must be one we know (no '../' can reach a path; the
+    program's and preset's are checked by `resolve_program`)."""
     from treeqa.data import SPLITS
-    from treeqa.programs import check_names
     from treeqa.retrievers import RETRIEVERS
 
-    check_names(program, preset)
     if dataset not in SPLITS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
     if split is not None and split not in SPLITS[dataset]:
@@ -56,16 +55,24 @@ class EvalSpec(BaseModel):
     threads: int = Field(1, ge=1)
     cache: bool = True  # DSPy's response cache; off for runs whose costs are reported
 
+    _resolved: ProgramSpec | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _known_names(self) -> EvalSpec:
-        """Unknown names and bad settings fail here, before any folder is made from them."""
-        check_spec_names(self.program, self.dataset, self.split, self.retriever, self.preset)
+        """Unknown names and bad settings fail here, before any folder is made from them; the
+        program is resolved once, here, for everything downstream (`resolved`)."""
+        self._resolved = resolve_program(self.program, self.params, self.preset)
+        check_spec_names(self.dataset, self.split, self.retriever)
         if self.corpus is not None:
             from treeqa.retrievers import check_corpus_name
 
             check_corpus_name(self.corpus)
-        validate_params(self.program, self.params)
         return self
+
+    @property
+    def resolved(self) -> ProgramSpec:
+        """The program this run evaluates, with its settings resolved (see `resolve_program`)."""
+        return self._resolved
 
     def decisive(self) -> dict[str, Any]:
         """The fields that decide results (a field added later counts only when set, so the
@@ -255,7 +262,6 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
     from treeqa.evaluation.decisions import decisions
     from treeqa.evaluation.loop import evaluate
     from treeqa.lm import adapter_for, get_lm, is_embedded
-    from treeqa.programs import build_program, uses_retriever
     from treeqa.programs.compiled import adapter_lms, set_adapter_cache
     from treeqa.retrievers import get_retriever
 
@@ -263,11 +269,10 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
         examples = [ex.copy(gold_ids=[]) for ex in examples]
     lm = get_lm(spec.lm, api_base=spec.api_base, cache=spec.cache)
     inner, outer = split_threads(spec.program, spec.threads, lm)
-    retriever_used = uses_retriever(spec.program, spec.params, spec.preset)
+    retriever_used = spec.resolved.needs_retriever
     if program is None:
         retriever = get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus) if retriever_used else None
-        params = {**spec.params, **({"threads": inner} if inner > 1 else {})}
-        program = build_program(spec.program, retriever, preset=spec.preset, **params)
+        program = spec.resolved.build(retriever, **({"threads": inner} if inner > 1 else {}))
     elif inner > 1 and hasattr(program, "threads"):
         program.threads = inner
     if program is not None and adapter_lms(program):

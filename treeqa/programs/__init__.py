@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from dataclasses import dataclass
 from typing import Any
 
 from treeqa.programs.baselines import ChainOfThoughtAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
@@ -74,38 +75,70 @@ def validate_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
     return PROGRAMS[name].check_settings(params, name)
 
 
+@dataclass(frozen=True)
+class ProgramSpec:
+    """A program resolved once: its class, its settings checked and resolved, and what they
+    decide (whether it searches a corpus, its call bound). Built at the door by
+    `resolve_program` and passed along, so nothing downstream checks the names again."""
+
+    name: str
+    cls: type[QAProgram]
+    preset: str | None
+    params: dict[str, Any]  # the settings given (the preset's not included), checked and converted
+    settings: dict[str, Any]  # every setting it runs with: the preset's, then `params`, then the defaults
+
+    @property
+    def needs_retriever(self) -> bool:
+        return self.cls.needs_retriever(self.settings)
+
+    @property
+    def call_bound(self) -> int:
+        """The most LM calls one question can take (see `QAProgram.call_bound`)."""
+        return self.cls.call_bound(self.settings)
+
+    def build(self, retriever: Retriever | None = None, embed_fn=None, **more: Any) -> QAProgram:
+        """A fresh, zero-shot program; `more` settings (checked) are added to the given ones."""
+        spec = resolve_program(self.name, {**self.params, **more}, self.preset) if more else self
+        settings = {**(self.cls.presets[self.preset] if self.preset else {}), **spec.params}
+        if embed_fn is not None:
+            settings["embed_fn"] = embed_fn
+        return self.cls(retriever, **settings)
+
+
+def resolve_program(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> ProgramSpec:
+    """Program `name` with these settings and preset, checked once: an unknown name or preset
+    and every bad setting fail here with a clear error, before anything is built or written."""
+    check_names(name, preset)
+    cls = PROGRAMS[name]
+    given = cls.check_settings(params, name)
+    settings = cls.resolve_settings({**(cls.presets[preset] if preset else {}), **given})
+    return ProgramSpec(name, cls, preset, given, settings)
+
+
 def resolve_settings(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
     """Every setting program `name` would run with: the preset's, overridden by `params`, the
     rest at their defaults. Nothing is built, so this is what plans and checks use."""
-    check_names(name, preset)
-    given = {**(PROGRAMS[name].presets[preset] if preset else {}), **validate_params(name, params)}
-    return PROGRAMS[name].resolve_settings(given)
+    return resolve_program(name, params, preset).settings
 
 
 def uses_retriever(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> bool:
     """Whether program `name` with these settings searches a corpus (so an index is needed)."""
-    settings = resolve_settings(name, params, preset)  # checks the names first
-    return PROGRAMS[name].needs_retriever(settings)
+    return resolve_program(name, params, preset).needs_retriever
 
 
 def call_bound(name: str, params: dict[str, Any] | None = None, preset: str | None = None) -> int:
     """The most LM calls one question can take (see `QAProgram.call_bound`)."""
-    settings = resolve_settings(name, params, preset)  # checks the names first
-    return PROGRAMS[name].call_bound(settings)
+    return resolve_program(name, params, preset).call_bound
 
 
 def build_program(name: str, retriever: Retriever | None = None, preset: str | None = None,
                   **params: Any) -> QAProgram:
     """A fresh, zero-shot program. `preset` (beam only) picks the paper's NQ/TriviaQA/WebQ settings."""
-    check_names(name, preset)
     embed_fn = params.pop("embed_fn", None)
-    settings = {**(PROGRAMS[name].presets[preset] if preset else {}), **validate_params(name, params)}
-    if embed_fn is not None:
-        settings["embed_fn"] = embed_fn
-    return PROGRAMS[name](retriever, **settings)
+    return resolve_program(name, params, preset).build(retriever, embed_fn=embed_fn)
 
 
 __all__ = ["BASELINE", "BEAM_PRESETS", "COMPARED", "DEFAULT_PROGRAM", "PRESET_NAMES", "PROGRAMS", "SIMPLEST",
            "BeamSearchQA", "ChainOfReviews", "ChainOfThoughtAnswer", "DirectAnswer", "GenRead", "QAProgram",
-           "RetrieveThenAnswer", "TreeOfReviews", "build_program", "call_bound", "check_names", "program_name",
-           "discover", "resolve_settings", "uses_retriever", "validate_params"]
+           "ProgramSpec", "RetrieveThenAnswer", "TreeOfReviews", "build_program", "call_bound", "check_names",
+           "discover", "program_name", "resolve_program", "resolve_settings", "uses_retriever", "validate_params"]

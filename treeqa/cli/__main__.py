@@ -1,0 +1,5 @@
+"""`python -m treeqa.cli`: the same as the `treeqa` command."""
+
+from treeqa.cli import main
+
+main()

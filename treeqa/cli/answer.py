@@ -1,0 +1,161 @@
+"""treeqa ask, serve and view: one question, a server of questions, a page of a run."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from treeqa.cli.common import (
+    PROGRAM_NAMES,
+    ApiBaseOption,
+    ApiKeyOption,
+    CorpusOption,
+    LmOption,
+    RetrieverOption,
+    app,
+    fail,
+    load_searching,
+    printable,
+)
+from treeqa.programs import DEFAULT_PROGRAM, SIMPLEST
+
+
+@app.command("ask")
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to answer with.")] = None,
+    program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = SIMPLEST,
+    dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
+    retriever: RetrieverOption = None,
+    corpus: CorpusOption = None,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
+    tree: Annotated[bool, typer.Option("--tree", help="Also print the search tree.")] = False,
+    cache: Annotated[bool, typer.Option(help="Answer from DSPy's response cache when this question was asked "
+                                             "before (kept per model and endpoint).")] = True,
+) -> None:
+    """Answer one question with a compiled program (or a zero-shot one) and print the answer."""
+    import json
+
+    import dspy
+
+    from treeqa.lm import adapter_for, get_lm
+    from treeqa.programs import build_program, uses_retriever
+    from treeqa.programs.common import check_question
+
+    try:
+        question = check_question(question, "ask")
+        if compiled:
+            qa = load_searching(compiled, retriever, corpus)[0]
+        else:
+            from treeqa.retrievers import get_retriever
+
+            index = get_retriever(dataset, retriever or "dense", corpus=corpus) if uses_retriever(program) else None
+            qa = build_program(program, index)
+        model = get_lm(lm, api_base=api_base, cache=cache)
+        with dspy.context(lm=model, adapter=adapter_for(model)):
+            prediction = qa(question=question)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(exc)
+    failures = getattr(prediction, "failures", None) or []
+    for failure in failures:
+        typer.secho(printable(f"failed call: {failure}"), fg=typer.colors.YELLOW, err=True)
+    if not prediction.answer:
+        fail(f"no answer: {len(failures)} LM call(s) failed" if failures else "the program gave an empty answer")
+    typer.echo(printable(prediction.answer))
+    if tree:
+        typer.echo(printable(json.dumps(getattr(prediction, "tree", None), indent=2, ensure_ascii=False,
+                                        default=str)))
+
+
+def load_served(compiled: str | None, program: str, dataset: str, retriever: str | None, lm: str,
+                api_base: str | None, corpus: str | None = None, cache: bool = True):
+    """(served program, LM, program info) for `serve`: a compiled file, or a zero-shot program."""
+    from treeqa.lm import adapter_for, get_lm
+    from treeqa.programs import build_program, uses_retriever
+    from treeqa.serving import Served, program_info
+
+    if compiled:
+        from treeqa.programs.compiled import recipe_settings
+
+        qa, recipe, _, corpus = load_searching(compiled, retriever, corpus)
+        name = recipe["program"]
+        dataset = (corpus or recipe.get("dataset")) if uses_retriever(name, *recipe_settings(recipe)) else None
+    else:
+        from treeqa.retrievers import get_retriever
+
+        recipe, name = None, program
+        index = get_retriever(dataset, retriever or "dense", corpus=corpus) if uses_retriever(program) else None
+        qa = build_program(program, index)
+        dataset = (corpus or dataset) if uses_retriever(program) else None
+    model = get_lm(lm, api_base=api_base, cache=cache)
+    if hasattr(model, "wait_ready"):
+        model.wait_ready()  # an endpoint's first-use warm-up at start-up, not in the first request
+    return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, recipe))
+
+
+@app.command("serve")
+def serve(
+    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to serve.")] = None,
+    program: Annotated[str, typer.Option(help=f"Zero-shot program when no --compiled: one of {PROGRAM_NAMES}.")] = (
+        DEFAULT_PROGRAM),
+    dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
+    retriever: RetrieverOption = None,
+    corpus: CorpusOption = None,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
+    queue: Annotated[int, typer.Option(help="Requests that may wait; more get 503.")] = 8,
+    time_limit: Annotated[float, typer.Option(help="Seconds a request may take, waiting included (504).")] = 300.0,
+    cache: Annotated[bool, typer.Option(help="Answer a question asked recently from DSPy's response cache "
+                                             "(in memory, TREEQA_MEMORY_CACHE_ENTRIES responses, kept per "
+                                             "model and endpoint).")] = True,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        help="Another Host name to answer to (the name a proxy or a browser uses for this server; "
+             "repeatable; '*' for any). Without it: the --host address, and for 127.0.0.1 or 0.0.0.0 "
+             "the machine's own names.")] = None,
+) -> None:
+    """Serve a program over HTTP: POST /v1/ask, a streaming /v1/ask/stream, and a page at /."""
+    import uvicorn
+
+    from treeqa.lm import is_embedded
+    from treeqa.serving import allowed_hosts_for, create_app
+
+    if concurrency < 1 or queue < 0 or not time_limit > 0:
+        fail(f"--concurrency must be 1 or more (got {concurrency}), --queue 0 or more (got {queue}) and "
+              f"--time-limit a positive number of seconds (got {time_limit:g})")
+    try:
+        served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus, cache=cache)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(exc)
+    from treeqa.lm import memory_only_cache
+
+    memory_only_cache()  # a server's repeats are recent; a disk cache would grow its RSS and disk without bound
+    if is_embedded(served.lm) and concurrency > 1:
+        typer.echo("the embedded engine answers one call at a time: --concurrency set to 1")
+        concurrency = 1
+    typer.echo(f"serving {served.info['program']} ({served.info['optimizer']}) on http://{host}:{port}/")
+    allowed = allowed_hosts_for(host, allow_host or [])
+    uvicorn.run(create_app(served, concurrency, queue, time_limit, allowed_hosts=allowed), host=host, port=port,
+                log_level="info")
+
+
+@app.command("view")
+def view(
+    run_dir: Annotated[str, typer.Argument(help="A finished evaluate or optimize folder.")],
+    out: Annotated[str | None, typer.Option(help="The HTML file to write (default: RUN_DIR/view.html).")] = None,
+) -> None:
+    """Write one static HTML file for a finished run: its summary and every question's search tree."""
+    from treeqa.serving import write_view
+
+    try:
+        path = write_view(run_dir, out)
+    except (ValueError, FileNotFoundError) as exc:
+        fail(exc)
+    typer.echo(f"wrote {path}")
+

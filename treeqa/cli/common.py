@@ -1,0 +1,141 @@
+"""What the commands share: the app and its groups, the options several commands take, errors
+that exit cleanly, parsing --param, loading a compiled program with what it searches."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from treeqa.programs import PRESET_NAMES, PROGRAMS
+from treeqa.settings import get_settings
+
+PROGRAM_NAMES = ", ".join(PROGRAMS)
+PRESET_LIST = ", ".join(PRESET_NAMES)
+
+app = typer.Typer(help="Question answering by search (ALLIES beam search, Tree of Reviews) with DSPy.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+model_app = typer.Typer(help="The embedded LLM.", no_args_is_help=True)
+index_app = typer.Typer(help="Retrieval indexes.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+app.add_typer(index_app, name="index")
+
+
+class SpecDefaults:
+    """A command's defaults read from the spec it fills (`OPT.dev`), so each is written once, there."""
+
+    def __init__(self, spec: type) -> None:
+        self._fields = spec.model_fields
+
+    def __getattr__(self, field: str):
+        return self._fields[field].default
+
+
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters and direction marks (a model's reply or a
+    corpus may hold escapes, a bell, a right-to-left override) shown as escapes, not obeyed."""
+    from treeqa.signatures.answer import UNPRINTABLE
+
+    return UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+MAX_ERROR_CHARS = 2000  # an error echoes what it refused; a 3 MB setting must not fill the terminal
+
+
+def _cut(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit:,} more characters cut)"
+
+
+def fail(message: str | BaseException) -> None:
+    """Print the error (a pydantic error as its messages alone), cut to MAX_ERROR_CHARS, and
+    exit with status 1."""
+    from pydantic import ValidationError
+
+    if isinstance(message, ValidationError):
+        message = "\n".join(str(e["msg"]).removeprefix("Value error, ") for e in message.errors())
+    typer.secho(f"error: {_cut(str(message))}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code=1)
+
+
+# options several commands share
+LmOption = Annotated[str, typer.Option(help="'local' or a dspy.LM model string.")]
+
+
+ApiBaseOption = Annotated[str | None, typer.Option(help="Base URL of an OpenAI-compatible server.")]
+
+
+def _use_api_key(key: str | None) -> str | None:
+    """--api-key is TREEQA_API_KEY for this process (and what it starts): never part of a spec."""
+    if key:
+        os.environ["TREEQA_API_KEY"] = key
+        get_settings.cache_clear()
+    return key
+
+
+ApiKeyOption = Annotated[str | None, typer.Option(
+    help="Key for the --lm endpoint, sent as a bearer token (TREEQA_API_KEY does the same and stays out of "
+         "the process list; without either, the provider's own variable, e.g. OPENAI_API_KEY).",
+    callback=_use_api_key, show_default=False)]
+
+
+RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
+                                                          "program was compiled with).")]
+
+
+ConcurrencyOption = Annotated[int, typer.Option(help="Questions answered at once (against an endpoint; the "
+                                                       "embedded engine answers one at a time).")]
+
+
+OldThreadsOption = Annotated[int | None, typer.Option("--threads", hidden=True, help="The old --concurrency.")]
+
+
+CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index build "
+                                                       "--corpus-file FILE --name NAME`) instead.")]
+
+
+def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None,
+                   overrides: dict | None = None):
+    """(program, recipe, retriever, corpus) of a compiled file: it searches what it was compiled
+    against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25); `overrides`
+    replace stored settings."""
+    from treeqa.programs import uses_retriever
+    from treeqa.programs.compiled import load_program, read_recipe, recipe_settings
+
+    recipe, _ = read_recipe(compiled)
+    retriever = retriever or recipe.get("retriever", "dense")
+    corpus = corpus or recipe.get("corpus")
+    index = None
+    settings, preset = recipe_settings(recipe)
+    searches = uses_retriever(recipe["program"], {**settings, **(overrides or {})}, preset)  # not a GENREAD beam
+    if searches and (corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense")):
+        from treeqa.retrievers import get_retriever
+
+        index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
+    return load_program(compiled, retriever=index, expect=expect, overrides=overrides), recipe, retriever, corpus
+
+
+def parse_params(pairs: list[str]) -> dict:
+    """`key=value` pairs; values are read as JSON when they parse (numbers, lists, booleans)."""
+    import json
+
+    params = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got {pair!r}", param_hint="--param")
+        try:
+            params[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key.strip()] = value
+    return params
+
+
+def default_split(dataset: str) -> str:
+    """The split the papers report for `dataset` (NQ, TriviaQA, WebQ: test)."""
+    from treeqa.data import EVAL_SPLITS
+
+    if dataset not in EVAL_SPLITS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(EVAL_SPLITS)}")
+    return EVAL_SPLITS[dataset]
+

@@ -1,0 +1,222 @@
+"""treeqa programs, evaluate, replay and compare: runs over questions, written to folders that resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from treeqa.cli.common import (
+    PRESET_LIST,
+    PROGRAM_NAMES,
+    ApiBaseOption,
+    ApiKeyOption,
+    ConcurrencyOption,
+    CorpusOption,
+    LmOption,
+    OldThreadsOption,
+    RetrieverOption,
+    SpecDefaults,
+    app,
+    default_split,
+    fail,
+    load_searching,
+    parse_params,
+)
+from treeqa.evaluation.runs import EvalSpec
+from treeqa.programs import BASELINE, COMPARED, PROGRAMS
+
+EVAL = SpecDefaults(EvalSpec)
+
+
+@app.command("programs")
+def programs_cmd() -> None:
+    """List the registered programs and what each declares (add one: a file in treeqa/programs/, or
+    a module of your own named in TREEQA_PROGRAMS)."""
+    from treeqa.optimize import fitting_optimizers
+
+    for name, cls in PROGRAMS.items():
+        summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        summary = summary.split(". ")[0].rstrip(".")
+        typer.echo(f"{name}: {cls.__module__}.{cls.__qualname__}" + (f" - {summary}" if summary else ""))
+        compile_ = cls.default_compile
+        facts = [f"searches a corpus: {'yes' if cls.retrieves else 'no'}",
+                 f"tree: {cls.tree_shape or 'none'}",
+                 f"presets: {', '.join(cls.presets) or 'none'}",
+                 f"settings searched: {', '.join(cls.settings_space()) or 'none'}",
+                 f"default compile: {compile_['optimizer']} on {compile_['train']} train questions",
+                 f"optimizers: {', '.join(fitting_optimizers(cls))}"]
+        typer.echo("    " + "; ".join(facts))
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    program: Annotated[str | None, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = None,
+    dataset: Annotated[str | None, typer.Option(help="Dataset to evaluate on (default: the one a --compiled "
+                                                     "program was compiled on, else hotpotqa).",
+                                                show_default=False)] = None,
+    split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report: dev for the "
+                                                   "multi-hop sets, test for nq, triviaqa and webq).")] = None,
+    n: Annotated[int, typer.Option("--n", "--dev", help="Number of questions (seeded sample).")] = EVAL.n,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = EVAL.seed,
+    skip: Annotated[int, typer.Option(help="Leave out the first SKIP questions of the seeded order (a sample "
+                                           "already examined), taking the next N.")] = EVAL.skip,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
+    retriever: RetrieverOption = None,
+    corpus: CorpusOption = None,
+    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
+    param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable); with "
+                                                  "--compiled it replaces the stored setting.")] = [],
+    concurrency: ConcurrencyOption = 1,
+    threads: OldThreadsOption = None,
+    out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
+    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to evaluate.")] = None,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (off: every call reaches the LM, "
+                                             "so reported costs are real).")] = EVAL.cache,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again the questions whose records "
+                                                                      "hold a failed LM call or an error.")] = False,
+    max_errors: Annotated[int, typer.Option(help="Stop after this many questions in a row whose LM calls all "
+                                                 "failed (0: never stop).")] = 10,
+    question_budget: Annotated[float | None, typer.Option(help="Seconds one question may take; one past it is "
+                                                               "recorded as failed and the run goes on.")] = None,
+) -> None:
+    """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
+    retriever_given = retriever is not None
+    retriever = retriever or "dense"
+    from treeqa.evaluation.loop import RunAborted
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
+    from treeqa.programs.compiled import recipe_settings
+
+    try:
+        loaded = None
+        params = parse_params(param)
+        if compiled:
+            # the spec (and so the summary and recall@15) must say what the program searched
+            loaded, recipe, retriever, corpus = load_searching(compiled, retriever if retriever_given else None,
+                                                               corpus, expect=program, overrides=params)
+            program = recipe["program"]
+            dataset = dataset or recipe.get("dataset")  # questions of the set it was compiled for, unless told
+            stored, preset = recipe_settings(recipe)  # --param replaces stored settings; the spec says so
+            params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
+        if program is None:
+            fail("name a --program, or give a --compiled file")
+        dataset = dataset or "hotpotqa"
+        spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
+                        skip=skip, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
+                        params=params, threads=threads or concurrency, cache=cache)
+        result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None,
+                                question_budget=question_budget)
+    except (ValueError, FileNotFoundError, RunAborted) as exc:
+        fail(exc)
+    from treeqa.evaluation.tables import data_line
+
+    typer.echo(data_line(result["data"]))
+    typer.echo(result["table"])
+    typer.echo("EM and F1 with 95% bootstrap intervals over the questions.")
+    if "decisions" in result["summary"]:
+        from treeqa.evaluation.decisions import describe
+
+        typer.echo(f"decisions: {describe(result['summary']['decisions'])}")
+    typer.echo(f"written to {result['out']}")
+
+
+@app.command("replay")
+def replay_cmd(
+    records: Annotated[str, typer.Argument(help="A ToR run's folder (its predictions.jsonl holds the trees).")],
+    compiled: Annotated[str, typer.Option(help="The compiled ToR to answer with: the recorded run's search, "
+                                               "another reading (read_top, the reader's demos).")],
+    source_compiled: Annotated[str | None, typer.Option(help="The compiled file the recorded run searched "
+                                                             "with (default: the one its folder names).")] = None,
+    param: Annotated[list[str], typer.Option(help="A reading setting key=value in place of the compiled one "
+                                                  "(read_top, max_context_chars, max_paragraph_chars).")] = [],
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
+    out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
+) -> None:
+    """Answer again from a ToR run's recorded searches: one reader call a question, for a
+    compile that changes only the reading. A program whose search differs is refused; questions
+    the run has not reached yet are left for a rerun, which resumes."""
+    from treeqa.evaluation.replay import replay_run
+
+    try:
+        result, replayed, sample = replay_run(Path(records), compiled, source_compiled, lm, api_base, out, cache,
+                                              overrides=parse_params(param))
+    except (ValueError, FileNotFoundError) as exc:
+        fail(exc)
+    from treeqa.evaluation.tables import data_line
+
+    typer.echo(data_line(result["data"]))
+    typer.echo(result["table"])
+    cost = result["searched"]
+    if cost["questions"]:
+        typer.echo(f"the recorded searches of these questions took {cost['search_lm_calls_per_q']} LM calls and "
+                   f"{cost['search_seconds_per_q']} s a question (median {cost['search_seconds_median']} s) "
+                   "before this reading" + (f" ({cost['includes_reading']} of their records, made before the reader's "
+                                             "calls were kept apart, count their reading too)"
+                                             if cost["includes_reading"] else ""))
+    if replayed < sample:
+        typer.echo(f"replayed {replayed} of the {sample} questions: the recorded run has no search for the rest "
+                   "yet; run this again when it has")
+    typer.echo(f"written to {result['out']}")
+
+
+@app.command("compare")
+def compare_cmd(
+    programs: Annotated[str, typer.Option(help="Comma-separated programs, run one after another.")] = (
+        ",".join(COMPARED)),
+    against: Annotated[str | None, typer.Option(help="The program every other one is paired with "
+                                                    "(default: rta when listed, else the first).")] = None,
+    dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
+    split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report).")] = None,
+    n: Annotated[int, typer.Option("--n", help="Number of questions (seeded sample).")] = 5,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    lm: LmOption = "local",
+    api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
+    retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    corpus: CorpusOption = None,
+    concurrency: ConcurrencyOption = 1,
+    threads: OldThreadsOption = None,
+    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
+) -> None:
+    """Programs side by side on the same questions (beam with the NQ preset), each paired with one baseline."""
+    from treeqa.evaluation.runs import EvalSpec, run_evaluation
+    from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
+    from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
+
+    names = [p.strip() for p in programs.split(",") if p.strip()]
+    if not names:
+        fail("name at least one program")
+    base = against or (BASELINE if BASELINE in names else names[0])
+    if base not in names:
+        fail(f"--against {base!r} is not among --programs")
+    rows, records, data = {}, {}, None
+    try:  # every name checked before the first program runs: a typo in the last is not an hour lost
+        specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n,
+                                seed=seed, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus,
+                                threads=threads or concurrency, cache=cache,
+                                preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
+                 for name in names}
+        if corpus is not None:
+            from treeqa.retrievers import registered_corpus
+
+            registered_corpus(corpus)
+        for name, spec in specs.items():
+            result = run_evaluation(spec)
+            rows[name], records[name], data = result["summary"], result["records"], result["data"]
+            typer.echo(f"{name}: written to {result['out']}")
+    except (ValueError, FileNotFoundError) as exc:
+        fail(exc)
+    typer.echo(data_line(data))
+    typer.echo(markdown_table(rows))
+    pairs = {f"{name} vs {base}": compare_records(records[name], records[base], keys=PAIRED_KEYS)
+             for name in names if name != base}
+    if pairs:
+        typer.echo("\nPaired on the same questions (95% paired-bootstrap interval, exact McNemar on EM):")
+        typer.echo(comparison_table(pairs))
+
