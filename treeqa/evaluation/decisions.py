@@ -76,29 +76,9 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
         questions += 1
         deepest, any_expansion = 0, False
         for node, path in _review_paths(tree, chain):
-            held = gold_ids & set(path)
-            action = node["action"]
             deepest = max(deepest, int(node.get("depth") or 0))
             any_expansion |= bool(node.get("expanded"))
-            counts["reviewed"] += 1
-            counts[f"{action}"] += 1
-            if held == gold_ids:
-                counts["full"] += 1
-                counts[f"full_{action}"] += 1
-            elif held:
-                counts["partial"] += 1
-                counts[f"partial_{action}"] += 1
-            own_is_gold = bool(held) if chain else path[-1] in gold_ids
-            for source in ("p", "judge"):
-                if node.get(f"{source}_relevant") is not None:
-                    scored[f"{source}_relevant"][0].append(node[f"{source}_relevant"])
-                    scored[f"{source}_relevant"][1].append(own_is_gold)
-                if node.get(f"{source}_sufficient") is not None and held:
-                    scored[f"{source}_sufficient"][0].append(node[f"{source}_sufficient"])
-                    scored[f"{source}_sufficient"][1].append(held == gold_ids)
-            if not own_is_gold:
-                counts["distractor"] += 1
-                counts[f"distractor_{action}"] += 1
+            _count_review(node, path, gold_ids, chain, counts, scored)
         depths[deepest] += 1
         expanded_questions += any_expansion
     judged = {} if not scored["judge_relevant"][0] else {
@@ -119,6 +99,33 @@ def review_decisions(records: Sequence[dict], gold: Mapping[str, Sequence[str]],
         "sufficiency_auc": _rounded(auc(*scored["p_sufficient"])),
         **judged,
     }
+
+
+def _count_review(node: dict, path: list[str], gold_ids: set[str], chain: bool, counts: Counter,
+                  scored: dict[str, tuple[list, list]]) -> None:
+    """Count one reviewed node into `counts` (its action by the kind of path) and `scored`
+    (its verdict probabilities against the annotations)."""
+    held = gold_ids & set(path)
+    action = node["action"]
+    counts["reviewed"] += 1
+    counts[f"{action}"] += 1
+    if held == gold_ids:
+        counts["full"] += 1
+        counts[f"full_{action}"] += 1
+    elif held:
+        counts["partial"] += 1
+        counts[f"partial_{action}"] += 1
+    own_is_gold = bool(held) if chain else path[-1] in gold_ids
+    for source in ("p", "judge"):
+        if node.get(f"{source}_relevant") is not None:
+            scored[f"{source}_relevant"][0].append(node[f"{source}_relevant"])
+            scored[f"{source}_relevant"][1].append(own_is_gold)
+        if node.get(f"{source}_sufficient") is not None and held:
+            scored[f"{source}_sufficient"][0].append(node[f"{source}_sufficient"])
+            scored[f"{source}_sufficient"][1].append(held == gold_ids)
+    if not own_is_gold:
+        counts["distractor"] += 1
+        counts[f"distractor_{action}"] += 1
 
 
 def _rounded(value: float | None) -> float | None:

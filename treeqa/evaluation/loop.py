@@ -8,10 +8,12 @@ recorded with its error and scores 0; the others go on.
 from __future__ import annotations
 
 import json
+import math
+import queue
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -164,19 +166,6 @@ def over_budget(example: dspy.Example, budget: float) -> dict:
             "error": f"TimeoutError: the question ran past its {budget:g} s budget"}
 
 
-def run_with_budget(run: Callable[[], dict], example: dspy.Example, budget: float | None) -> dict:
-    """`run()` within `budget` seconds, else the over-budget record. The late run is left to finish
-    in its own thread (a running LM call cannot be interrupted), and its result is dropped."""
-    if budget is None:
-        return run()
-    result: dict = {}
-    worker = threading.Thread(target=lambda: result.setdefault("record", run()), daemon=True,
-                              name=f"treeqa-question-{example.id}")
-    worker.start()
-    worker.join(budget)
-    return result.get("record") or over_budget(example, budget)
-
-
 class RunAborted(RuntimeError):
     """Too many questions in a row got no answer because every LM call failed."""
 
@@ -184,6 +173,106 @@ class RunAborted(RuntimeError):
 def all_calls_failed(record: dict) -> bool:
     """The question raised, or it has failed calls and no answer: nothing reached the LM and back."""
     return bool(record.get("error")) or (record.get("failed_calls", 0) > 0 and not record.get("prediction"))
+
+
+def _as_finished(run: Callable[[dspy.Example], dict], todo: list[dspy.Example], threads: int,
+                 budget: float | None) -> Iterator[dict]:
+    """Each question's record as it finishes, at most `threads` questions running at a time.
+
+    With one thread and no budget the questions run here, one after another. Otherwise each
+    runs in a thread of its own that puts its record on a queue, and this thread waits on the
+    queue no longer than the earliest running question's deadline: a question past `budget`
+    seconds gets the `over_budget` record then, whatever else runs, and its place goes to the
+    next question. Its late run is left to finish in its thread (a running LM call cannot be
+    interrupted) and its record is dropped. Why not DSPy's `ParallelExecutor`: its `timeout`
+    resubmits a straggler (the same question run twice, on the LM's time) instead of ending
+    it, and it hands the results back only when all are done, so no record could be appended
+    as its question finishes.
+    """
+    if threads <= 1 and budget is None:
+        yield from map(run, todo)
+        return
+    finished: queue.SimpleQueue = queue.SimpleQueue()
+    waiting = deque(enumerate(todo))
+    running: dict[int, tuple[dspy.Example, float]] = {}  # place in todo -> (example, deadline)
+
+    def work(index: int, example: dspy.Example) -> None:
+        try:
+            finished.put((index, run(example)))
+        except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread
+            finished.put((index, exc))
+
+    while waiting or running:
+        while waiting and len(running) < max(threads, 1):
+            index, example = waiting.popleft()
+            running[index] = (example, time.monotonic() + budget if budget is not None else math.inf)
+            threading.Thread(target=work, args=(index, example), daemon=True,
+                             name=f"treeqa-question-{example.id}").start()
+        now = time.monotonic()
+        late = [index for index, (_, deadline) in running.items() if deadline <= now]
+        for index in late:
+            yield over_budget(running.pop(index)[0], budget)
+        if late:
+            continue
+        deadline = min(deadline for _, deadline in running.values())
+        try:
+            index, outcome = finished.get(timeout=None if deadline == math.inf else deadline - now)
+        except queue.Empty:
+            continue
+        if running.pop(index, None) is None:
+            continue  # past its budget: recorded already
+        if isinstance(outcome, Exception):
+            raise outcome
+        yield outcome
+
+
+class _RecordSink:
+    """Takes the finished questions' records, in the caller's thread: stamps each with the run
+    key, appends it to `out_path` at once (a rerun skips it), moves the progress bar, and
+    raises `RunAborted` after `max_errors` questions in a row whose LM calls all failed."""
+
+    def __init__(self, done: dict[str, dict], examples: list[dspy.Example], out_path: Path | None, bar,
+                 run_key: str | None, max_errors: int | None):
+        self.done, self.examples, self.bar = done, examples, bar
+        self.run_key, self.max_errors = run_key, max_errors
+        self.streak = 0
+        self._file = open_for_append(out_path) if out_path is not None else None
+
+    def add(self, record: dict) -> None:
+        if self.run_key is not None:
+            record["run"] = self.run_key
+        self.done[record["id"]] = record
+        if self._file is not None:
+            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.flush()
+        self.streak = self.streak + 1 if all_calls_failed(record) else 0
+        if self.max_errors is not None and self.streak >= self.max_errors:
+            last = record.get("error") or (record.get("failures") or [{}])[-1]
+            raise RunAborted(f"stopped after {self.streak} questions in a row whose LM calls all failed "
+                             f"(last: {last}); check the LM, then rerun with --retry-failed")
+        scored = [self.done[ex.id] for ex in self.examples if ex.id in self.done]
+        self.bar.set_postfix(em=f"{100 * mean(r['em'] for r in scored):.1f}")
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+        if self._file is not None:
+            self._file.close()
+
+
+def _earlier_records(out_path: Path, run_key: str | None, retry_failed: bool) -> dict[str, dict]:
+    """The records already in `out_path` by id (less the failed ones with `retry_failed`, which are
+    rewritten out of the file); records of another run key are refused."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    done = {r["id"]: r for r in read_records(out_path)}
+    foreign = {r.get("run") for r in done.values() if r.get("run", run_key) != run_key}
+    if run_key is not None and foreign:
+        raise ValueError(f"{out_path} holds records of another run spec ({', '.join(map(str, foreign))}; "
+                         f"this one is {run_key}): use another output folder")
+    if retry_failed and any(failed(r) for r in done.values()):
+        done = {i: r for i, r in done.items() if not failed(r)}
+        rewrite_records(out_path, list(done.values()))
+    return done
 
 
 def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | None = None,
@@ -194,67 +283,31 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
     """Evaluate `program` on `examples`, resuming from `out_path` when it holds earlier records.
 
     Args:
+        threads: questions run at once; records are appended in the order the questions finish.
         run_key: the spec's hash; every record carries it, and records of another key in
             `out_path` are refused rather than reported as this run's.
         retry_failed: run again the questions whose records hold a failure (see `failed`).
         max_errors: stop with `RunAborted` after this many questions in a row whose LM calls
             all failed (a dead endpoint), instead of filling the run with empty answers; the
             records so far are kept, and `retry_failed` picks the run up. None never stops.
-        question_budget: seconds one question may take (with one thread); a question past it is
-            recorded as failed and the run moves on (see `run_with_budget`).
+        question_budget: seconds one question may take; a question past it is recorded as
+            failed (`over_budget`) and the run moves on (see `_as_finished`).
 
     Returns the summary figures (see `summarize`) and the records, in example order.
     """
     from tqdm import tqdm
 
-    done: dict[str, dict] = {}
-    if out_path is not None:
-        out_path = Path(out_path)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        done = {r["id"]: r for r in read_records(out_path)}
-        foreign = {r.get("run") for r in done.values() if r.get("run", run_key) != run_key}
-        if run_key is not None and foreign:
-            raise ValueError(f"{out_path} holds records of another run spec ({', '.join(map(str, foreign))}; "
-                             f"this one is {run_key}): use another output folder")
-        if retry_failed and any(failed(r) for r in done.values()):
-            done = {i: r for i, r in done.items() if not failed(r)}
-            rewrite_records(out_path, list(done.values()))
+    out_path = Path(out_path) if out_path is not None else None
+    done = _earlier_records(out_path, run_key, retry_failed) if out_path is not None else {}
     todo = [ex for ex in examples if ex.id not in done]
     bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc=desc, disable=not progress,
                unit="q", dynamic_ncols=True)
-    sink = open_for_append(out_path) if out_path is not None else None
+    sink = _RecordSink(done, examples, out_path, bar, run_key, max_errors)
     try:
-        streak = 0
-
-        def finish(record: dict) -> None:
-            nonlocal streak
-            if run_key is not None:
-                record["run"] = run_key
-            done[record["id"]] = record
-            if sink is not None:
-                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-                sink.flush()
-            streak = streak + 1 if all_calls_failed(record) else 0
-            if max_errors is not None and streak >= max_errors:
-                last = record.get("error") or (record.get("failures") or [{}])[-1]
-                raise RunAborted(f"stopped after {streak} questions in a row whose LM calls all failed (last: {last}); "
-                                 "check the LM, then rerun with --retry-failed")
-            scored = [done[ex.id] for ex in examples if ex.id in done]
-            bar.set_postfix(em=f"{100 * mean(r['em'] for r in scored):.1f}")
-            bar.update(1)
-
-        if threads <= 1:
-            for ex in todo:
-                finish(run_with_budget(lambda ex=ex: run_example(program, ex, lm, keep_tree, adapter), ex,
-                                       question_budget))
-        else:
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                for record in pool.map(lambda ex: run_example(program, ex, lm, keep_tree, adapter), todo):
-                    finish(record)
+        for record in _as_finished(lambda ex: run_example(program, ex, lm, keep_tree, adapter), todo, threads,
+                                   question_budget):
+            sink.add(record)
     finally:
-        bar.close()
-        if sink is not None:
-            sink.close()
+        sink.close()
     records = [done[ex.id] for ex in examples]
     return {"summary": summarize(records), "records": records}
-

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shlex
@@ -14,6 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 
 from treeqa.evaluation.tables import markdown_table
@@ -202,15 +202,15 @@ def describe_spec(spec: EvalSpec) -> str:
 @contextmanager
 def folder_lock(out_dir: Path) -> Iterator[None]:
     """One evaluation writes to a folder at a time; a second is refused at once."""
-    with open(out_dir / ".lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ValueError(f"another evaluation is writing to {out_dir}; wait for it or use another --out") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    lock = FileLock(out_dir / ".lock", timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ValueError(f"another evaluation is writing to {out_dir}; wait for it or use another --out") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,

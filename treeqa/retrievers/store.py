@@ -11,7 +11,6 @@ and publish it with a rename: concurrent builds wait for each other and leave no
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -24,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers.base import IndexMissingError
@@ -179,12 +179,8 @@ def is_complete(folder: Path) -> bool:
 def build_lock(folder: Path) -> Iterator[None]:
     """Hold the lock for building `folder` (another process waits until the build is published)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with FileLock(folder.parent / f".{folder.name}.lock"):
+        yield
 
 
 @contextmanager
