@@ -6,6 +6,7 @@ from tests.fakes import SHARED_DATA, requires_shared_data
 from treeqa.data import load_corpus, load_split
 from treeqa.data.corpus import Passage, passage_id
 from treeqa.retrievers import BM25Retriever, DenseRetriever, IndexMissingError, get_retriever, store
+from treeqa.retrievers.encoder import model_name
 
 
 def _passage(title, text):
@@ -53,6 +54,29 @@ def test_save_load_roundtrip(cls, tmp_path):
     assert loaded.passages == CORPUS
     query = "a lake in Switzerland"
     assert [p.id for p in loaded.search(query, 3)] == [p.id for p in built.search(query, 3)]
+
+
+@pytest.mark.parametrize("cls, index_file", [(DenseRetriever, "index.faiss"), (BM25Retriever, "bm25")])
+def test_an_index_folder_keeps_its_layout(cls, index_file, tmp_path):
+    """Folders written before the shared save/load (the kind's index files, passages.jsonl and the
+    manifest naming kind and model) are what `save` writes and `load` reads: no cache is rebuilt."""
+    cls.build(CORPUS, progress=False).save(tmp_path / "idx", {"name": "demo"})
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted([index_file, "meta.json", "passages.jsonl"])
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    model = model_name() if cls is DenseRetriever else store.BM25_MODEL
+    assert (meta["kind"], meta["model"], meta["name"], meta["count"]) == (cls.kind, model, "demo", 4)
+
+    by_hand = tmp_path / "by-hand"  # the old save, spelled out
+    by_hand.mkdir()
+    built = cls.build(CORPUS, progress=False)
+    if cls is DenseRetriever:
+        import faiss
+
+        faiss.write_index(built.index, str(by_hand / "index.faiss"))
+    else:
+        built.model.save(str(by_hand / "bm25"))
+    store.write_passages(by_hand, CORPUS, {"kind": cls.kind, "model": model})
+    assert cls.load(by_hand).search("a lake in Switzerland", 1)[0].title == "Lake Lucerne"
 
 
 @pytest.mark.parametrize("cls", [DenseRetriever, BM25Retriever])

@@ -8,7 +8,7 @@ import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
-from treeqa.retrievers.base import IndexMissingError, Retriever
+from treeqa.retrievers.indexed import IndexedRetriever
 
 MODEL, BM25_DIR, document_text = store.BM25_MODEL, store.BM25_DIR, store.bm25_text
 
@@ -19,10 +19,12 @@ def _tokens(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
 
 
-class BM25Retriever(Retriever):
+class BM25Retriever(IndexedRetriever):
     """BM25 over `passages`; `model` is a fitted `bm25s.BM25` whose document i is `passages[i]`."""
 
     kind = "bm25"
+    index_label = "BM25"
+    build_command = "treeqa index build --retriever bm25"
 
     def __init__(self, passages: list[Passage], model):
         if not passages:
@@ -40,21 +42,17 @@ class BM25Retriever(Retriever):
         model.index(_tokens([document_text(p) for p in passages]), show_progress=progress)
         return cls(passages, model)
 
-    def save(self, folder: Path, meta: dict | None = None) -> Path:
-        folder = Path(folder)
-        with store.staging(folder) as tmp:
-            self.model.save(str(tmp / BM25_DIR))
-            store.write_passages(tmp, self.passages, {"kind": self.kind, "model": MODEL, **(meta or {})})
-        return store.publish(tmp, folder)
+    @classmethod
+    def model_id(cls) -> str:
+        return MODEL
+
+    def _write_index(self, folder: Path) -> None:
+        self.model.save(str(folder / BM25_DIR))
 
     @classmethod
-    def load(cls, folder: Path) -> BM25Retriever:
+    def _from_folder(cls, folder: Path, passages: list[Passage]) -> BM25Retriever:
         import bm25s
 
-        folder = Path(folder)
-        if not store.is_complete(folder):
-            raise IndexMissingError(f"no BM25 index at {folder}; build it with `treeqa index build --retriever bm25`")
-        passages, _ = store.read_passages(folder)  # checks every file against the manifest
         streamed = isinstance(passages, store.PassageStore)  # a corpus of any size: its scores stay on disk
         model = bm25s.BM25.load(str(folder / BM25_DIR), mmap=streamed, show_progress=False)
         if model.scores["num_docs"] != len(passages):

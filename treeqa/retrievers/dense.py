@@ -16,8 +16,8 @@ import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
-from treeqa.retrievers.base import IndexMissingError, Retriever
 from treeqa.retrievers.encoder import MODEL_PACKAGE, embed, load_encoder, model_name  # noqa: F401 - the encoder's names
+from treeqa.retrievers.indexed import IndexedRetriever
 from treeqa.settings import get_settings
 
 INDEX_FILE = store.INDEX_FILE
@@ -37,7 +37,7 @@ def build_faiss_index(vectors: np.ndarray):
     return index
 
 
-class DenseRetriever(Retriever):
+class DenseRetriever(IndexedRetriever):
     """Cosine-similarity search over a corpus.
 
     Args:
@@ -46,6 +46,8 @@ class DenseRetriever(Retriever):
     """
 
     kind = "dense"
+    index_label = "dense"
+    build_command = "treeqa index build"
 
     def __init__(self, passages: list[Passage], index):
         if not passages:
@@ -63,23 +65,19 @@ class DenseRetriever(Retriever):
         vectors = embed([p.as_text() for p in passages], progress=progress)
         return cls(passages, build_faiss_index(vectors))
 
-    def save(self, folder: Path, meta: dict | None = None) -> Path:
+    @classmethod
+    def model_id(cls) -> str:
+        return model_name()
+
+    def _write_index(self, folder: Path) -> None:
         import faiss
 
-        folder = Path(folder)
-        with store.staging(folder) as tmp:
-            faiss.write_index(self.index, str(tmp / INDEX_FILE))
-            store.write_passages(tmp, self.passages, {"kind": self.kind, "model": model_name(), **(meta or {})})
-        return store.publish(tmp, folder)
+        faiss.write_index(self.index, str(folder / INDEX_FILE))
 
     @classmethod
-    def load(cls, folder: Path) -> DenseRetriever:
+    def _from_folder(cls, folder: Path, passages: list[Passage]) -> DenseRetriever:
         import faiss
 
-        folder = Path(folder)
-        if not store.is_complete(folder):
-            raise IndexMissingError(f"no dense index at {folder}; build it with `treeqa index build`")
-        passages, _ = store.read_passages(folder)  # checks every file against the manifest
         try:
             index = faiss.read_index(str(folder / INDEX_FILE))
         except RuntimeError as exc:  # faiss says why in a C++ traceback: keep its first line
