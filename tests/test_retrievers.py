@@ -114,6 +114,44 @@ def test_get_retriever_on_fixture_corpus(fixture_data):
         get_retriever("hotpotqa", "splade")
 
 
+def test_a_registered_kind_is_offered_wherever_a_retriever_is_chosen(fixture_data, tmp_path, monkeypatch):
+    """`get_retriever` and `build_corpus_index` look the kind up: a kind registered is offered."""
+    from treeqa.retrievers import RETRIEVERS, build_corpus_index, registered_corpus
+    from treeqa.retrievers.indexed import IndexedRetriever
+
+    asked = []
+
+    class Echo(BM25Retriever):
+        kind = "echo"
+
+        @classmethod
+        def for_corpus(cls, passages, index_root, name, build=True):
+            asked.append(("corpus", name))
+            return cls.build(passages, progress=False)
+
+        @classmethod
+        def index_file(cls, path, index_root, name, chunk_words, **options):
+            asked.append(("file", name))
+            return cls.build(CORPUS, progress=False), {"echoed": True}
+
+    assert list(RETRIEVERS) == ["bm25", "dense"] and all(issubclass(c, IndexedRetriever) for c in RETRIEVERS.values())
+    RETRIEVERS.register("echo", Echo)
+    try:
+        assert isinstance(get_retriever("hotpotqa", "echo"), Echo)
+        corpus = tmp_path / "mine.jsonl"
+        corpus.write_text(json.dumps({"id": "a", "title": "A", "text": "a text"}) + "\n")
+        assert isinstance(build_corpus_index(corpus, "mine", kind="echo"), Echo)
+        entry = registered_corpus("mine")
+        assert entry["echoed"] is True and entry["name"] == "mine"
+        assert asked == [("corpus", "hotpotqa"), ("file", "mine")]
+        with pytest.raises(ValueError, match="retriever name 'echo' is taken"):
+            RETRIEVERS.register("echo", BM25Retriever)
+    finally:
+        RETRIEVERS.unregister("echo")
+    with pytest.raises(ValueError, match="unknown retriever 'echo'; choose one of bm25, dense"):
+        get_retriever("hotpotqa", "echo")
+
+
 @requires_shared_data
 @pytest.mark.integration
 def test_dense_finds_gold_paragraph_on_real_pooled_hotpotqa(settings_env):

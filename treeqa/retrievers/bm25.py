@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
-from treeqa.retrievers.indexed import IndexedRetriever
+from treeqa.retrievers.indexed import RETRIEVERS, IndexedRetriever
 
 MODEL, BM25_DIR, document_text = store.BM25_MODEL, store.BM25_DIR, store.bm25_text
 
@@ -92,6 +93,18 @@ class BM25Retriever(IndexedRetriever):
         return store.load_or_build(folder, cls.load, build_and_save if build else None,
                                    f"treeqa index build --dataset {name} --retriever bm25")
 
+    @classmethod
+    def index_file(cls, path: Path, index_root: Path, name: str, chunk_words: int | None,
+                   index_type: str = "auto", batch_size: int = 256, embed_fn=None,
+                   ray_address: str | None = None) -> tuple[BM25Retriever, dict[str, Any]]:
+        if ray_address is not None or embed_fn is not None or index_type != "auto":
+            raise ValueError("a BM25 index embeds nothing: --ray and --index are for dense indexes")
+        return cls.for_file(path, index_root, name, chunk_words), {}
+
+    @classmethod
+    def for_entry(cls, entry: dict[str, Any], index_root: Path, name: str, build: bool = True) -> BM25Retriever:
+        return cls.for_file(entry["file"], index_root, name, entry["chunk_words"], build=build)
+
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)
         k = min(k, len(self.passages))
@@ -106,3 +119,6 @@ class BM25Retriever(IndexedRetriever):
                 for d, s in zip(np.asarray(docs[0]).tolist(), np.asarray(scores[0]).tolist(), strict=True) if s > 0
             ])
         return results
+
+
+RETRIEVERS.register(BM25Retriever.kind, BM25Retriever)

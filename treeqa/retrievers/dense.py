@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
 from treeqa.retrievers.encoder import MODEL_PACKAGE, embed, load_encoder, model_name  # noqa: F401 - the encoder's names
-from treeqa.retrievers.indexed import IndexedRetriever
+from treeqa.retrievers.indexed import RETRIEVERS, IndexedRetriever
 from treeqa.settings import get_settings
 
 INDEX_FILE = store.INDEX_FILE
@@ -143,6 +144,21 @@ class DenseRetriever(IndexedRetriever):
         return store.load_or_build(folder, cls.load, build_and_save if build else None,
                                    f"treeqa index build --dataset {name}")
 
+    @classmethod
+    def index_file(cls, path: Path, index_root: Path, name: str, chunk_words: int | None,
+                   index_type: str = "auto", batch_size: int = 256, embed_fn=None,
+                   ray_address: str | None = None) -> tuple[DenseRetriever, dict[str, Any]]:
+        if ray_address is not None and embed_fn is not None:
+            raise ValueError("a Ray build embeds with the default encoder; embed_fn cannot be sent along")
+        retriever = cls.for_file(path, index_root, name, chunk_words, index_type, batch_size, build=True,
+                                 embed_fn=embed_fn, ray_address=ray_address)
+        return retriever, {"index_type": index_type, "batch_size": batch_size}
+
+    @classmethod
+    def for_entry(cls, entry: dict[str, Any], index_root: Path, name: str, build: bool = True) -> DenseRetriever:
+        return cls.for_file(entry["file"], index_root, name, entry["chunk_words"], entry.get("index_type", "auto"),
+                            entry.get("batch_size", 256), build=build)
+
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)
         scores, rows = self.index.search(embed(queries), min(k, len(self.passages)))
@@ -151,3 +167,6 @@ class DenseRetriever(IndexedRetriever):
              for s, r in zip(score_row, row, strict=True) if r >= 0]
             for score_row, row in zip(scores, rows, strict=True)
         ]
+
+
+RETRIEVERS.register(DenseRetriever.kind, DenseRetriever)

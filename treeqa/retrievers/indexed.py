@@ -1,4 +1,6 @@
-"""What the retrievers with an index on disk share: saving to and loading from an index folder.
+"""What the retrievers with an index on disk share: saving to and loading from an index folder,
+and the registry of their kinds (`RETRIEVERS`: what `--retriever` offers), which each kind's
+module fills.
 
 A folder holds the kind's own index files, written by `_write_index` (a faiss index, bm25s'
 scores), and the passages with their manifest (`store.write_passages`, whose meta names the
@@ -9,9 +11,10 @@ read back only once its manifest says it is complete and every file matches it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from treeqa.data.corpus import Passage
+from treeqa.registry import Registry
 from treeqa.retrievers import store
 from treeqa.retrievers.base import IndexMissingError, Retriever
 
@@ -21,7 +24,8 @@ class IndexedRetriever(Retriever):
 
     Subclasses set `kind` (what `--retriever` calls them, recorded in the folder's meta),
     `index_label` and `build_command` (for the error when no index is there) and implement
-    `model_id`, `_write_index` and `_from_folder`.
+    `model_id`, `_write_index` and `_from_folder`; a kind `--retriever` offers is registered in
+    `RETRIEVERS` and also implements `for_corpus`, `index_file` and `for_entry`.
     """
 
     kind: ClassVar[str]
@@ -58,3 +62,28 @@ class IndexedRetriever(Retriever):
             raise IndexMissingError(f"no {cls.index_label} index at {folder}; build it with `{cls.build_command}`")
         passages, _ = store.read_passages(folder)  # checks every file against the manifest
         return cls._from_folder(folder, passages)
+
+    # --- what `treeqa.retrievers` asks of each kind in RETRIEVERS --------------------------------
+
+    @classmethod
+    def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
+                   build: bool = True) -> IndexedRetriever:
+        """The index of this exact corpus under `index_root`, built there if allowed."""
+        raise NotImplementedError
+
+    @classmethod
+    def index_file(cls, path: Path, index_root: Path, name: str, chunk_words: int | None,
+                   index_type: str = "auto", batch_size: int = 256, embed_fn=None,
+                   ray_address: str | None = None) -> tuple[IndexedRetriever, dict[str, Any]]:
+        """Index your own corpus file (`build_corpus_index`), refusing options this kind has no
+        use for; returns the retriever and what the corpus registry keeps to open it again."""
+        raise NotImplementedError
+
+    @classmethod
+    def for_entry(cls, entry: dict[str, Any], index_root: Path, name: str, build: bool = True) -> IndexedRetriever:
+        """The index of a registered corpus (`entry`: what `index_file` had the corpus registry keep)."""
+        raise NotImplementedError
+
+
+# `--retriever` name -> its class; each kind's module registers its class
+RETRIEVERS: Registry[type[IndexedRetriever]] = Registry("retriever")
