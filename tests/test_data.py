@@ -60,6 +60,37 @@ def test_unknown_names_are_clear(fixture_data):
         load_split("nq", "train")
 
 
+def test_the_dataset_tables_are_read_only_views_of_the_registry(fixture_data, tmp_path):
+    """SPLITS, DATASETS and EVAL_SPLITS read the registry: a dataset registered is in all three
+    and loads like the others; a name another dataset holds is refused."""
+    from treeqa.data import DATASETS, EVAL_SPLITS, SPLITS
+    from treeqa.data.loaders import REGISTRY, Dataset, SplitFile, register
+
+    assert list(DATASETS) == ["hotpotqa", "2wikimultihopqa", "musique", "nq", "triviaqa", "webq"]
+    assert dict(EVAL_SPLITS) == {"hotpotqa": "dev", "2wikimultihopqa": "dev", "musique": "dev",
+                                 "nq": "test", "triviaqa": "test", "webq": "test"}
+    assert SPLITS["nq"]["test"] == SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl")
+    assert list(SPLITS["nq"]) == ["dev", "test"]
+    with pytest.raises(TypeError):
+        SPLITS["nq"]["train"] = SplitFile("x", "qa_jsonl")
+    assert not hasattr(SPLITS, "__setitem__") and not hasattr(EVAL_SPLITS, "__setitem__")
+    with pytest.raises(ValueError, match="its evaluation split 'test' is not one of its splits"):
+        Dataset("odd", {"dev": SplitFile("x", "qa_jsonl")}, eval_split="test")
+
+    register(Dataset("webq-again", {"test": SplitFile("webq/webq-test.jsonl", "qa_jsonl")}, eval_split="test"))
+    try:
+        assert "webq-again" in DATASETS and EVAL_SPLITS["webq-again"] == "test"
+        assert list(SPLITS["webq-again"]) == ["test"]
+        again, webq = load_split("webq-again", "test"), load_split("webq", "test")
+        assert [ex.question for ex in again] == [ex.question for ex in webq]
+        with pytest.raises(ValueError, match="dataset name 'nq' is taken"):
+            register(Dataset("nq", {"test": SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl")}, eval_split="test"))
+    finally:
+        REGISTRY.unregister("webq-again")
+    with pytest.raises(DataError, match="unknown dataset 'webq-again'; choose one of hotpotqa, 2wikimultihopqa"):
+        load_split("webq-again", "test")
+
+
 def test_missing_file_names_path(settings_env, tmp_path):
     settings_env(data_dir=tmp_path, cache_dir=tmp_path / "cache")
     with pytest.raises(DataError, match=r"hotpotqa/hotpot_dev_distractor_subset.json"):

@@ -301,7 +301,7 @@ def test_a_new_compiler_is_one_file(scripted, tmp_path):
         result = run_optimize(_spec(optimizer="toy", train=1), tmp_path / "O2")
         assert result["report"]["compile"]["instructions_changed"] == ["answer"]
     finally:
-        COMPILERS.pop("toy", None)
+        COMPILERS.unregister("toy")
 
 
 def test_no_zero_shot_evaluates_the_compiled_side_alone_and_a_later_run_adds_it(scripted, tmp_path):

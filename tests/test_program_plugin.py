@@ -67,7 +67,7 @@ def toy(tmp_path, monkeypatch):
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: FakeRetriever())
     discover()
     yield REGISTRY["toy"]
-    REGISTRY.pop("toy", None)
+    REGISTRY.unregister("toy")
     sys.modules.pop("toy_program", None)
 
 

@@ -6,6 +6,7 @@ from tests.fakes import SHARED_DATA, requires_shared_data
 from treeqa.data import load_corpus, load_split
 from treeqa.data.corpus import Passage, passage_id
 from treeqa.retrievers import BM25Retriever, DenseRetriever, IndexMissingError, get_retriever, store
+from treeqa.retrievers.encoder import model_name
 
 
 def _passage(title, text):
@@ -55,6 +56,29 @@ def test_save_load_roundtrip(cls, tmp_path):
     assert [p.id for p in loaded.search(query, 3)] == [p.id for p in built.search(query, 3)]
 
 
+@pytest.mark.parametrize("cls, index_file", [(DenseRetriever, "index.faiss"), (BM25Retriever, "bm25")])
+def test_an_index_folder_keeps_its_layout(cls, index_file, tmp_path):
+    """Folders written before the shared save/load (the kind's index files, passages.jsonl and the
+    manifest naming kind and model) are what `save` writes and `load` reads: no cache is rebuilt."""
+    cls.build(CORPUS, progress=False).save(tmp_path / "idx", {"name": "demo"})
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == sorted([index_file, "meta.json", "passages.jsonl"])
+    meta = json.loads((tmp_path / "idx" / "meta.json").read_text())
+    model = model_name() if cls is DenseRetriever else store.BM25_MODEL
+    assert (meta["kind"], meta["model"], meta["name"], meta["count"]) == (cls.kind, model, "demo", 4)
+
+    by_hand = tmp_path / "by-hand"  # the old save, spelled out
+    by_hand.mkdir()
+    built = cls.build(CORPUS, progress=False)
+    if cls is DenseRetriever:
+        import faiss
+
+        faiss.write_index(built.index, str(by_hand / "index.faiss"))
+    else:
+        built.model.save(str(by_hand / "bm25"))
+    store.write_passages(by_hand, CORPUS, {"kind": cls.kind, "model": model})
+    assert cls.load(by_hand).search("a lake in Switzerland", 1)[0].title == "Lake Lucerne"
+
+
 @pytest.mark.parametrize("cls", [DenseRetriever, BM25Retriever])
 def test_missing_index_names_the_command(cls, tmp_path):
     with pytest.raises(IndexMissingError, match="treeqa index build"):
@@ -88,6 +112,44 @@ def test_get_retriever_on_fixture_corpus(fixture_data):
     assert retriever.search("cog railway Europe 1871", 1)[0].title == "Cog railway"
     with pytest.raises(ValueError, match="unknown retriever"):
         get_retriever("hotpotqa", "splade")
+
+
+def test_a_registered_kind_is_offered_wherever_a_retriever_is_chosen(fixture_data, tmp_path, monkeypatch):
+    """`get_retriever` and `build_corpus_index` look the kind up: a kind registered is offered."""
+    from treeqa.retrievers import RETRIEVERS, build_corpus_index, registered_corpus
+    from treeqa.retrievers.indexed import IndexedRetriever
+
+    asked = []
+
+    class Echo(BM25Retriever):
+        kind = "echo"
+
+        @classmethod
+        def for_corpus(cls, passages, index_root, name, build=True):
+            asked.append(("corpus", name))
+            return cls.build(passages, progress=False)
+
+        @classmethod
+        def index_file(cls, path, index_root, name, chunk_words, **options):
+            asked.append(("file", name))
+            return cls.build(CORPUS, progress=False), {"echoed": True}
+
+    assert list(RETRIEVERS) == ["bm25", "dense"] and all(issubclass(c, IndexedRetriever) for c in RETRIEVERS.values())
+    RETRIEVERS.register("echo", Echo)
+    try:
+        assert isinstance(get_retriever("hotpotqa", "echo"), Echo)
+        corpus = tmp_path / "mine.jsonl"
+        corpus.write_text(json.dumps({"id": "a", "title": "A", "text": "a text"}) + "\n")
+        assert isinstance(build_corpus_index(corpus, "mine", kind="echo"), Echo)
+        entry = registered_corpus("mine")
+        assert entry["echoed"] is True and entry["name"] == "mine"
+        assert asked == [("corpus", "hotpotqa"), ("file", "mine")]
+        with pytest.raises(ValueError, match="retriever name 'echo' is taken"):
+            RETRIEVERS.register("echo", BM25Retriever)
+    finally:
+        RETRIEVERS.unregister("echo")
+    with pytest.raises(ValueError, match="unknown retriever 'echo'; choose one of bm25, dense"):
+        get_retriever("hotpotqa", "echo")
 
 
 @requires_shared_data

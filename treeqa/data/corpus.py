@@ -18,6 +18,7 @@ from treeqa.data.loaders import (
     DataError,
     _read_records,
     data_dir,
+    get_dataset,
     read_nq_gold_passages,
     read_text,
 )
@@ -119,8 +120,7 @@ def load_corpus(dataset: str, with_wikipedia: bool = False) -> list[Passage]:
     root = data_dir()
     if root is None:
         raise DataError("no data dir: set TREEQA_DATA_DIR to a folder laid out like ../shared/data")
-    if dataset not in SPLITS:
-        raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
+    get_dataset(dataset)  # an unknown name: a DataError naming every dataset
 
     def pairs() -> Iterator[tuple[str, str]]:
         if dataset in OPEN_DOMAIN:

@@ -20,15 +20,17 @@ import io
 import json
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import dspy
 
 from treeqa.data.answers import normalize_answer
 from treeqa.data.passage import clean_whitespace, passage_id
+from treeqa.registry import Registry
 from treeqa.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -44,44 +46,64 @@ class SplitFile:
     layout: str  # key of _PARSERS
 
 
-SPLITS: dict[str, dict[str, SplitFile]] = {
-    "hotpotqa": {
-        "train": SplitFile("hotpotqa/hotpot_train_subset.json", "hotpot"),
-        "dev": SplitFile("hotpotqa/hotpot_dev_distractor_subset.json", "hotpot"),
-    },
-    "2wikimultihopqa": {
-        "train": SplitFile("2wikimultihopqa/train_subset.json", "hotpot"),
-        "dev": SplitFile("2wikimultihopqa/dev_subset.json", "hotpot"),
-    },
-    "musique": {
-        "train": SplitFile("musique/musique_ans_train_subset.jsonl", "musique"),
-        "dev": SplitFile("musique/musique_ans_dev_subset.jsonl", "musique"),
-    },
-    "nq": {
-        "dev": SplitFile("nq/nq-dev.qa.tsv", "dpr_tsv"),
-        "test": SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl"),
-    },
-    "triviaqa": {
-        "dev": SplitFile("triviaqa/trivia-dev.qa.tsv", "dpr_tsv"),
-        "test": SplitFile("triviaqa/trivia-test.qa.tsv", "dpr_tsv"),
-    },
-    "webq": {
-        "train": SplitFile("webq/webq-train.json", "webq_json"),
-        "test": SplitFile("webq/webq-test.jsonl", "qa_jsonl"),
-    },
-}
+@dataclass(frozen=True)
+class HubSource:
+    """Where the Hugging Face hub has a dataset (read with `TREEQA_ALLOW_HUB=1` when its file is
+    not local): path, config, {our split: hub split} and the converter of one row to an example."""
 
-DATASETS = tuple(SPLITS)
+    path: str
+    config: str | None
+    splits: Mapping[str, str]
+    convert: Callable[[dict, int], dspy.Example]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One benchmark: its split files (official layouts), the split it is evaluated on by default
+    (the one the papers report), where the hub has it, and what the examples read from a split's
+    file get after reading (`after_read(split, examples, data dir)`, e.g. NQ test: its gold passages)."""
+
+    name: str
+    splits: Mapping[str, SplitFile]
+    eval_split: str
+    hub: HubSource | None = None
+    after_read: Callable[[str, list[dspy.Example], Path], list[dspy.Example]] | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "splits", MappingProxyType(dict(self.splits)))  # read-only
+        if self.eval_split not in self.splits:
+            raise ValueError(f"{self.name}: its evaluation split {self.eval_split!r} is not one of its splits")
+
+    def split_file(self, split: str) -> SplitFile:
+        """The file of `split`; an unknown split is a `DataError` naming the dataset's splits."""
+        if split not in self.splits:
+            raise DataError(f"{self.name} has no split {split!r}; available: {', '.join(self.splits)}")
+        return self.splits[split]
+
+
+# name -> Dataset, in the order registered (below, after the parsers)
+REGISTRY: Registry[Dataset] = Registry("dataset", error=DataError)
+
+
+def register(dataset: Dataset) -> Dataset:
+    """Offer a dataset by its name (`--dataset`); a name another dataset holds is refused."""
+    return REGISTRY.register(dataset.name, dataset)
+
+
+def get_dataset(name: str) -> Dataset:
+    """The dataset `name`; an unknown name is a `DataError` naming every dataset."""
+    return REGISTRY.lookup(name)
+
+
+# read-only views of the registry, live: dataset -> {split: SplitFile}, the names, dataset -> the
+# split evaluated by default
+SPLITS: Mapping[str, Mapping[str, SplitFile]] = REGISTRY.view(lambda d: d.splits)
+DATASETS = REGISTRY.keys()
+EVAL_SPLITS: Mapping[str, str] = REGISTRY.view(lambda d: d.eval_split)
 
 # NQ-open test questions with their gold DPR passage (lost-in-the-middle's oracle file): the
 # open-domain corpus holds these passages, and the NQ test questions listed here get them as gold.
 NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
-
-# The split each dataset is evaluated on by default: the one the papers report. For the
-# open-domain sets that is "test" (NQ: the 3,610 NQ-open questions, whose gold passages are
-# in the corpus; NQ's DPR dev questions have none of theirs there).
-EVAL_SPLITS: dict[str, str] = {"hotpotqa": "dev", "2wikimultihopqa": "dev", "musique": "dev",
-                               "nq": "test", "triviaqa": "test", "webq": "test"}
 
 
 def _example(id: str, question: str, answers: list[str], gold: list[tuple[str, str]] | None = None,
@@ -292,22 +314,12 @@ def _hub_webq(row: dict, i: int) -> dspy.Example:
     return _example(f"webq-{i}", row["question"], list(row["answers"]))
 
 
-# dataset -> (hub path, config, {our split: hub split}, converter)
-HUB: dict[str, tuple[str, str | None, dict[str, str], Callable[[dict, int], dspy.Example]]] = {
-    "hotpotqa": ("hotpotqa/hotpot_qa", "distractor", {"train": "train", "dev": "validation"}, _hub_hotpot),
-    "nq": ("google-research-datasets/nq_open", None, {"test": "validation"}, _hub_nq),
-    "triviaqa": ("mandarjoshi/trivia_qa", "rc.nocontext", {"dev": "validation", "test": "validation"}, _hub_trivia),
-    "webq": ("stanfordnlp/web_questions", None, {"train": "train", "test": "test"}, _hub_webq),
-}
-
-
-def _load_from_hub(dataset: str, split: str) -> list[dspy.Example]:
+def _load_from_hub(hub: HubSource, split: str) -> list[dspy.Example]:
     import datasets
 
-    path, config, splits, convert = HUB[dataset]
-    rows = datasets.load_dataset(path, config, split=splits[split],
+    rows = datasets.load_dataset(hub.path, hub.config, split=hub.splits[split],
                                  cache_dir=str(get_settings().hf_cache_dir / "datasets"))
-    return [convert(row, i) for i, row in enumerate(rows)]
+    return [hub.convert(row, i) for i, row in enumerate(rows)]
 
 
 def data_dir() -> Path | None:
@@ -316,14 +328,11 @@ def data_dir() -> Path | None:
 
 def split_path(dataset: str, split: str) -> Path:
     """Where a split's file is expected; raises on an unknown dataset or split."""
-    if dataset not in SPLITS:
-        raise DataError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
-    if split not in SPLITS[dataset]:
-        raise DataError(f"{dataset} has no split {split!r}; available: {', '.join(SPLITS[dataset])}")
+    split_file = get_dataset(dataset).split_file(split)
     root = data_dir()
     if root is None:
         raise DataError("no data dir: set TREEQA_DATA_DIR to a folder laid out like ../shared/data")
-    return root / SPLITS[dataset][split].path
+    return root / split_file.path
 
 
 def read_nq_gold_passages(path: Path) -> Iterator[tuple[str, str, str]]:
@@ -357,16 +366,54 @@ def _with_nq_gold(examples: list[dspy.Example], root: Path) -> list[dspy.Example
             for ex in examples]
 
 
+def _nq_test_gold(split: str, examples: list[dspy.Example], root: Path) -> list[dspy.Example]:
+    return _with_nq_gold(examples, root) if split == "test" else examples
+
+
 def load_split(dataset: str, split: str) -> list[dspy.Example]:
     """Every example of a split, in file order."""
     path = split_path(dataset, split)
+    found = get_dataset(dataset)
     if path.is_file():
-        examples = read_split_file(path, SPLITS[dataset][split].layout, f"{dataset}-{split}")
-        return _with_nq_gold(examples, data_dir()) if (dataset, split) == ("nq", "test") else examples
-    if get_settings().allow_hub and dataset in HUB and split in HUB[dataset][2]:
-        return _load_from_hub(dataset, split)
-    hint = " or set TREEQA_ALLOW_HUB=1 to fetch it" if dataset in HUB else ""
+        examples = read_split_file(path, found.splits[split].layout, f"{dataset}-{split}")
+        return found.after_read(split, examples, data_dir()) if found.after_read else examples
+    hub = found.hub
+    if get_settings().allow_hub and hub is not None and split in hub.splits:
+        return _load_from_hub(hub, split)
+    hint = " or set TREEQA_ALLOW_HUB=1 to fetch it" if hub is not None else ""
     raise DataError(f"{dataset} {split}: expected the file {path}; put it there{hint}")
+
+
+# --- the benchmarks, each registered with its files, evaluation split and hub source ------------
+# (the evaluation split is the one the papers report: for the open-domain sets "test", NQ's being
+# the 3,610 NQ-open questions, whose gold passages are in the corpus; NQ's DPR dev questions have
+# none of theirs there)
+
+register(Dataset("hotpotqa", {"train": SplitFile("hotpotqa/hotpot_train_subset.json", "hotpot"),
+                              "dev": SplitFile("hotpotqa/hotpot_dev_distractor_subset.json", "hotpot")},
+                 eval_split="dev",
+                 hub=HubSource("hotpotqa/hotpot_qa", "distractor", {"train": "train", "dev": "validation"},
+                               _hub_hotpot)))
+register(Dataset("2wikimultihopqa", {"train": SplitFile("2wikimultihopqa/train_subset.json", "hotpot"),
+                                     "dev": SplitFile("2wikimultihopqa/dev_subset.json", "hotpot")},
+                 eval_split="dev"))
+register(Dataset("musique", {"train": SplitFile("musique/musique_ans_train_subset.jsonl", "musique"),
+                             "dev": SplitFile("musique/musique_ans_dev_subset.jsonl", "musique")},
+                 eval_split="dev"))
+register(Dataset("nq", {"dev": SplitFile("nq/nq-dev.qa.tsv", "dpr_tsv"),
+                        "test": SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl")},
+                 eval_split="test",
+                 hub=HubSource("google-research-datasets/nq_open", None, {"test": "validation"}, _hub_nq),
+                 after_read=_nq_test_gold))
+register(Dataset("triviaqa", {"dev": SplitFile("triviaqa/trivia-dev.qa.tsv", "dpr_tsv"),
+                              "test": SplitFile("triviaqa/trivia-test.qa.tsv", "dpr_tsv")},
+                 eval_split="test",
+                 hub=HubSource("mandarjoshi/trivia_qa", "rc.nocontext", {"dev": "validation", "test": "validation"},
+                               _hub_trivia)))
+register(Dataset("webq", {"train": SplitFile("webq/webq-train.json", "webq_json"),
+                          "test": SplitFile("webq/webq-test.jsonl", "qa_jsonl")},
+                 eval_split="test",
+                 hub=HubSource("stanfordnlp/web_questions", None, {"train": "train", "test": "test"}, _hub_webq)))
 
 
 def sample(examples: list, n: int | None, seed: int = 0) -> list:

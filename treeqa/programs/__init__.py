@@ -21,6 +21,7 @@ from treeqa.programs.beam_search import BeamSearchQA
 from treeqa.programs.chain_of_reviews import ChainOfReviews
 from treeqa.programs.contract import REGISTRY, QAProgram
 from treeqa.programs.tree_of_reviews import TreeOfReviews
+from treeqa.registry import Registry
 from treeqa.retrievers.base import Retriever
 
 PLUGINS_VARIABLE = "TREEQA_PROGRAMS"
@@ -40,7 +41,7 @@ def discover(plugins: str | None = None) -> None:
 
 
 discover()
-PROGRAMS: dict[str, type[QAProgram]] = REGISTRY  # name -> class, every registered program (live)
+PROGRAMS: Registry[type[QAProgram]] = REGISTRY  # name -> class, every registered program (live, read as a mapping)
 PRESET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p for cls in PROGRAMS.values() for p in cls.presets))
 DEFAULT_PROGRAM = "tor"  # what `serve` and `optimize` run when no program is named
 SIMPLEST = "direct"  # what `ask` runs when none is named: one LM call, no index (checks the LM works)
@@ -58,8 +59,7 @@ def program_name(program: QAProgram) -> str:
 
 def check_names(name: str, preset: str | None = None) -> None:
     """A clear error for an unknown program or preset, before anything is built or written."""
-    if name not in PROGRAMS:
-        raise ValueError(f"unknown program {name!r}; choose one of {', '.join(PROGRAMS)}")
+    PROGRAMS.lookup(name)  # an unknown name: ValueError naming every program
     if preset is not None:
         presets = PROGRAMS[name].presets
         if not presets:

@@ -17,10 +17,20 @@ from typing import Any, ClassVar
 import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from treeqa.registry import Registry
+
 NOT_SETTINGS = ("self", "retriever", "embed_fn")  # constructor arguments that are objects, not settings
 DEPLOYMENT_SETTINGS = ("threads",)  # how a program runs on this machine, not what it computes
 SETTINGS_STATE_KEY = "treeqa_settings"  # where a program's settings travel in DSPy's saved state
-REGISTRY: dict[str, type[QAProgram]] = {}  # name -> class, filled as program classes are defined
+
+
+def _same_class(old: type, new: type) -> bool:
+    """The same class defined again (its module reloaded): it replaces itself."""
+    return (old.__module__, old.__qualname__) == (new.__module__, new.__qualname__)
+
+
+# name -> class, filled as program classes are defined
+REGISTRY: Registry[type[QAProgram]] = Registry("program", same=_same_class)
 
 
 class QAProgram(dspy.Module):
@@ -65,10 +75,7 @@ class QAProgram(dspy.Module):
             return
         if not isinstance(name, str) or not name or "," in name or name != name.strip():
             raise ValueError(f"{cls.__name__}.name must be a non-empty word, got {name!r}")
-        taken = REGISTRY.get(name)
-        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
-            raise ValueError(f"program name {name!r} is taken by {taken.__module__}.{taken.__qualname__}")
-        REGISTRY[name] = cls  # the same class defined again (a module reloaded) replaces itself
+        REGISTRY.register(name, cls)  # another class's name refused; the same class defined again replaces itself
 
     @classmethod
     def settings_model(cls) -> type[BaseModel]:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from treeqa.data.corpus import Passage, load_corpus
 from treeqa.retrievers.base import IndexMissingError, Retriever
-from treeqa.retrievers.bm25 import BM25Retriever
+from treeqa.retrievers.bm25 import BM25Retriever  # each kind's module registers it in RETRIEVERS
 from treeqa.retrievers.dense import DenseRetriever
+from treeqa.retrievers.indexed import RETRIEVERS
 from treeqa.settings import get_settings
 
-RETRIEVERS: dict[str, type] = {"dense": DenseRetriever, "bm25": BM25Retriever}
 _CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -43,24 +43,14 @@ def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 10
         from treeqa.data import DataError
 
         raise DataError(f"{path}: {'a folder, not' if path.is_dir() else 'no such'} corpus file")
-    if kind == "bm25":
-        if ray_address is not None or embed_fn is not None or index_type != "auto":
-            raise ValueError("a BM25 index embeds nothing: --ray and --index are for dense indexes")
-        retriever = BM25Retriever.for_file(path, get_settings().index_dir, name, chunk_words)
-    elif kind == "dense":
-        if ray_address is not None and embed_fn is not None:
-            raise ValueError("a Ray build embeds with the default encoder; embed_fn cannot be sent along")
-        retriever = DenseRetriever.for_file(path, get_settings().index_dir, name, chunk_words, index_type,
-                                            batch_size, build=True, embed_fn=embed_fn, ray_address=ray_address)
-    else:
-        raise ValueError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
+    retriever, kept = RETRIEVERS.lookup(kind).index_file(  # an unknown kind: an error naming the kinds
+        path, get_settings().index_dir, name, chunk_words, index_type=index_type, batch_size=batch_size,
+        embed_fn=embed_fn, ray_address=ray_address)
     registry = _registry(name)
     entry = json.loads(registry.read_text()) if registry.is_file() else {}
     if entry.get("file") != str(path) or entry.get("chunk_words") != chunk_words:
         entry = {}  # another file under this name: what was built for the old one no longer counts
-    entry.update({"name": name, "file": str(path), "chunk_words": chunk_words})
-    if kind == "dense":
-        entry.update({"index_type": index_type, "batch_size": batch_size})
+    entry.update({"name": name, "file": str(path), "chunk_words": chunk_words, **kept})
     registry.parent.mkdir(parents=True, exist_ok=True)
     registry.write_text(json.dumps(entry, indent=2))
     return retriever
@@ -82,12 +72,8 @@ def registered_corpus(name: str) -> dict:
 def corpus_retriever(name: str, build: bool = True, kind: str = "dense") -> Retriever:
     """The registered corpus `name`, searched densely or with BM25; a changed or missing index
     is (re)built from its file."""
-    entry = registered_corpus(name)
-    if kind == "bm25":
-        return BM25Retriever.for_file(entry["file"], get_settings().index_dir, name, entry["chunk_words"],
-                                      build=build)
-    return DenseRetriever.for_file(entry["file"], get_settings().index_dir, name, entry["chunk_words"],
-                                   entry.get("index_type", "auto"), entry.get("batch_size", 256), build=build)
+    retriever = RETRIEVERS.lookup(kind)
+    return retriever.for_entry(registered_corpus(name), get_settings().index_dir, name, build=build)
 
 
 def get_retriever(dataset: str, kind: str = "dense", with_wikipedia: bool = False,
@@ -97,13 +83,12 @@ def get_retriever(dataset: str, kind: str = "dense", with_wikipedia: bool = Fals
 
     With `build=False` a missing index raises `IndexMissingError` naming the command to run.
     """
-    if kind not in RETRIEVERS:
-        raise ValueError(f"unknown retriever {kind!r}; choose one of {', '.join(RETRIEVERS)}")
+    retriever = RETRIEVERS.lookup(kind)  # an unknown kind: an error naming the kinds
     if corpus is not None:
         return corpus_retriever(corpus, build=build, kind=kind)
     name = f"{dataset}+wiki" if with_wikipedia else dataset
     passages = load_corpus(dataset, with_wikipedia=with_wikipedia)
-    return RETRIEVERS[kind].for_corpus(passages, get_settings().index_dir, name, build=build)
+    return retriever.for_corpus(passages, get_settings().index_dir, name, build=build)
 
 
 __all__ = ["BM25Retriever", "DenseRetriever", "IndexMissingError", "Passage", "RETRIEVERS", "Retriever",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
-from treeqa.retrievers.base import IndexMissingError, Retriever
+from treeqa.retrievers.indexed import RETRIEVERS, IndexedRetriever
 
 MODEL, BM25_DIR, document_text = store.BM25_MODEL, store.BM25_DIR, store.bm25_text
 
@@ -19,10 +20,12 @@ def _tokens(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
 
 
-class BM25Retriever(Retriever):
+class BM25Retriever(IndexedRetriever):
     """BM25 over `passages`; `model` is a fitted `bm25s.BM25` whose document i is `passages[i]`."""
 
     kind = "bm25"
+    index_label = "BM25"
+    build_command = "treeqa index build --retriever bm25"
 
     def __init__(self, passages: list[Passage], model):
         if not passages:
@@ -40,21 +43,17 @@ class BM25Retriever(Retriever):
         model.index(_tokens([document_text(p) for p in passages]), show_progress=progress)
         return cls(passages, model)
 
-    def save(self, folder: Path, meta: dict | None = None) -> Path:
-        folder = Path(folder)
-        with store.staging(folder) as tmp:
-            self.model.save(str(tmp / BM25_DIR))
-            store.write_passages(tmp, self.passages, {"kind": self.kind, "model": MODEL, **(meta or {})})
-        return store.publish(tmp, folder)
+    @classmethod
+    def model_id(cls) -> str:
+        return MODEL
+
+    def _write_index(self, folder: Path) -> None:
+        self.model.save(str(folder / BM25_DIR))
 
     @classmethod
-    def load(cls, folder: Path) -> BM25Retriever:
+    def _from_folder(cls, folder: Path, passages: list[Passage]) -> BM25Retriever:
         import bm25s
 
-        folder = Path(folder)
-        if not store.is_complete(folder):
-            raise IndexMissingError(f"no BM25 index at {folder}; build it with `treeqa index build --retriever bm25`")
-        passages, _ = store.read_passages(folder)  # checks every file against the manifest
         streamed = isinstance(passages, store.PassageStore)  # a corpus of any size: its scores stay on disk
         model = bm25s.BM25.load(str(folder / BM25_DIR), mmap=streamed, show_progress=False)
         if model.scores["num_docs"] != len(passages):
@@ -94,6 +93,18 @@ class BM25Retriever(Retriever):
         return store.load_or_build(folder, cls.load, build_and_save if build else None,
                                    f"treeqa index build --dataset {name} --retriever bm25")
 
+    @classmethod
+    def index_file(cls, path: Path, index_root: Path, name: str, chunk_words: int | None,
+                   index_type: str = "auto", batch_size: int = 256, embed_fn=None,
+                   ray_address: str | None = None) -> tuple[BM25Retriever, dict[str, Any]]:
+        if ray_address is not None or embed_fn is not None or index_type != "auto":
+            raise ValueError("a BM25 index embeds nothing: --ray and --index are for dense indexes")
+        return cls.for_file(path, index_root, name, chunk_words), {}
+
+    @classmethod
+    def for_entry(cls, entry: dict[str, Any], index_root: Path, name: str, build: bool = True) -> BM25Retriever:
+        return cls.for_file(entry["file"], index_root, name, entry["chunk_words"], build=build)
+
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)
         k = min(k, len(self.passages))
@@ -108,3 +119,6 @@ class BM25Retriever(Retriever):
                 for d, s in zip(np.asarray(docs[0]).tolist(), np.asarray(scores[0]).tolist(), strict=True) if s > 0
             ])
         return results
+
+
+RETRIEVERS.register(BM25Retriever.kind, BM25Retriever)

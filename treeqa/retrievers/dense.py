@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.retrievers import store
-from treeqa.retrievers.base import IndexMissingError, Retriever
 from treeqa.retrievers.encoder import MODEL_PACKAGE, embed, load_encoder, model_name  # noqa: F401 - the encoder's names
+from treeqa.retrievers.indexed import RETRIEVERS, IndexedRetriever
 from treeqa.settings import get_settings
 
 INDEX_FILE = store.INDEX_FILE
@@ -37,7 +38,7 @@ def build_faiss_index(vectors: np.ndarray):
     return index
 
 
-class DenseRetriever(Retriever):
+class DenseRetriever(IndexedRetriever):
     """Cosine-similarity search over a corpus.
 
     Args:
@@ -46,6 +47,8 @@ class DenseRetriever(Retriever):
     """
 
     kind = "dense"
+    index_label = "dense"
+    build_command = "treeqa index build"
 
     def __init__(self, passages: list[Passage], index):
         if not passages:
@@ -63,23 +66,19 @@ class DenseRetriever(Retriever):
         vectors = embed([p.as_text() for p in passages], progress=progress)
         return cls(passages, build_faiss_index(vectors))
 
-    def save(self, folder: Path, meta: dict | None = None) -> Path:
+    @classmethod
+    def model_id(cls) -> str:
+        return model_name()
+
+    def _write_index(self, folder: Path) -> None:
         import faiss
 
-        folder = Path(folder)
-        with store.staging(folder) as tmp:
-            faiss.write_index(self.index, str(tmp / INDEX_FILE))
-            store.write_passages(tmp, self.passages, {"kind": self.kind, "model": model_name(), **(meta or {})})
-        return store.publish(tmp, folder)
+        faiss.write_index(self.index, str(folder / INDEX_FILE))
 
     @classmethod
-    def load(cls, folder: Path) -> DenseRetriever:
+    def _from_folder(cls, folder: Path, passages: list[Passage]) -> DenseRetriever:
         import faiss
 
-        folder = Path(folder)
-        if not store.is_complete(folder):
-            raise IndexMissingError(f"no dense index at {folder}; build it with `treeqa index build`")
-        passages, _ = store.read_passages(folder)  # checks every file against the manifest
         try:
             index = faiss.read_index(str(folder / INDEX_FILE))
         except RuntimeError as exc:  # faiss says why in a C++ traceback: keep its first line
@@ -145,6 +144,21 @@ class DenseRetriever(Retriever):
         return store.load_or_build(folder, cls.load, build_and_save if build else None,
                                    f"treeqa index build --dataset {name}")
 
+    @classmethod
+    def index_file(cls, path: Path, index_root: Path, name: str, chunk_words: int | None,
+                   index_type: str = "auto", batch_size: int = 256, embed_fn=None,
+                   ray_address: str | None = None) -> tuple[DenseRetriever, dict[str, Any]]:
+        if ray_address is not None and embed_fn is not None:
+            raise ValueError("a Ray build embeds with the default encoder; embed_fn cannot be sent along")
+        retriever = cls.for_file(path, index_root, name, chunk_words, index_type, batch_size, build=True,
+                                 embed_fn=embed_fn, ray_address=ray_address)
+        return retriever, {"index_type": index_type, "batch_size": batch_size}
+
+    @classmethod
+    def for_entry(cls, entry: dict[str, Any], index_root: Path, name: str, build: bool = True) -> DenseRetriever:
+        return cls.for_file(entry["file"], index_root, name, entry["chunk_words"], entry.get("index_type", "auto"),
+                            entry.get("batch_size", 256), build=build)
+
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)
         scores, rows = self.index.search(embed(queries), min(k, len(self.passages)))
@@ -153,3 +167,6 @@ class DenseRetriever(Retriever):
              for s, r in zip(score_row, row, strict=True) if r >= 0]
             for score_row, row in zip(scores, rows, strict=True)
         ]
+
+
+RETRIEVERS.register(DenseRetriever.kind, DenseRetriever)

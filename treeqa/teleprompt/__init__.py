@@ -9,13 +9,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from treeqa.registry import Registry
 from treeqa.teleprompt.base import COMPILERS, CompileContext, Compiler, register
 
 _loaded = False
 
 
-def compilers() -> dict[str, Compiler]:
-    """Every registered compiler, by name (the package's modules imported on first use)."""
+def compilers() -> Registry[Compiler]:
+    """Every registered compiler, by name (the package's modules imported on first use): a
+    mapping, whose `lookup` names every `--optimizer` for an unknown one."""
     global _loaded
     if not _loaded:
         for module in pkgutil.iter_modules(__path__):

@@ -15,6 +15,8 @@ from typing import Any
 
 import dspy
 
+from treeqa.registry import Registry
+
 
 @dataclass(frozen=True)
 class CompileContext:
@@ -79,12 +81,12 @@ class Compiler:
     weights: bool = False
 
 
-COMPILERS: dict[str, Compiler] = {}
+COMPILERS: Registry[Compiler] = Registry("optimizer")  # `--optimizer` name -> compiler
 
 
 def register(compiler: Compiler) -> Compiler:
-    """Add a compiler to the registry (a file in this package calls it at import)."""
+    """Add a compiler to the registry (a file in this package calls it at import); a name
+    another compiler holds is refused."""
     if "+" in compiler.name or not compiler.name:
         raise ValueError(f"a compiler's name cannot be empty or hold '+': {compiler.name!r}")
-    COMPILERS[compiler.name] = compiler
-    return compiler
+    return COMPILERS.register(compiler.name, compiler)
