@@ -155,3 +155,20 @@ def test_test_modules_import_shared_helpers_from_fakes_only():
             offenders += [f"{path.name}:{node.lineno} {name}" for name in named
                           if (name == "tests" or name.startswith("tests.")) and name != "tests.fakes"]
     assert offenders == [], "import shared helpers from tests.fakes (fixtures: conftest.py): " + ", ".join(offenders)
+
+
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_over_sixty_lines():
+    """A function longer than a screen is split into named steps (its nested functions count
+    in it): the rule the package is held to, checked here since ruff has no line-count rule."""
+    long = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if node.end_lineno - first + 1 > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} "
+                                f"({node.end_lineno - first + 1} lines)")
+    assert long == [], "; ".join(long)

@@ -26,57 +26,70 @@ from treeqa.optimize import OptimizeSpec, optimizer_names
 OPT = SpecDefaults(OptimizeSpec)
 
 
+OptimizerOption = Annotated[str | None, typer.Option(help=f"One of {', '.join(optimizer_names())}, or a preparer "
+                                                         "and an EM teleprompter joined by '+' (default: the "
+                                                         "program's own default compile: path-judge for tor and "
+                                                         "beam, else bootstrap).")]
+TrainOption = Annotated[int | None, typer.Option(help="Training questions to compile on (default: with the program's "
+                                                      "default compile, its size (tor, beam: 100), else 20).")]
+TrainFromOption = Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "
+                                                          "musique's decompositions for the beam on nq); only "
+                                                          "compilers that learn from annotations alone.")]
+DevOption = Annotated[int, typer.Option("--n", "--dev", help="Questions to evaluate on (seeded sample of the dev "
+                                                             "split), zero-shot and compiled.")]
+SkipOption = Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a sample "
+                                              "already examined), taking the next DEV.")]
+TeacherOption = Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")]
+PresetOption = Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")]
+ParamOption = Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable), e.g. depth=2, "
+                                                     "widths=[5,3,3], expansion=mpc.")]
+AnnotatedOption = Annotated[int, typer.Option(help="Demos per predictor built from the training annotations "
+                                                   "(--optimizer annotated).")]
+CacheOption = Annotated[bool, typer.Option(help="Let the two evaluations use DSPy's response cache (--no-cache: "
+                                                "their costs are real).")]
+ZeroShotFromOption = Annotated[str | None, typer.Option(help="A run folder of the same zero-shot spec (e.g. a "
+                                                             "reference run) whose records the zero-shot side "
+                                                             "starts from.")]
+ReplayOption = Annotated[str | None, typer.Option(help="A ToR run of the same dev questions whose recorded searches "
+                                                       "the compiled side reads (treeqa replay): for a compile "
+                                                       "that changes only the reading.")]
+ZeroShotOption = Annotated[bool, typer.Option(help="Evaluate the zero-shot program too (--no-zero-shot: the compiled "
+                                                   "side alone, when its baseline is measured elsewhere; running "
+                                                   "again without it adds the side).")]
+
+
 @app.command("optimize")
 def optimize_cmd(
     program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = OPT.program,
     dataset: Annotated[str, typer.Option(help=f"One of {', '.join(DATASETS)}.")] = OPT.dataset,
-    optimizer: Annotated[str | None, typer.Option(help=f"One of {', '.join(optimizer_names())}, or a preparer and "
-                                                      "an EM teleprompter joined by '+' (default: the program's "
-                                                      "own default compile: path-judge for tor and beam, "
-                                                      "else bootstrap).")] = None,
-    train: Annotated[int | None, typer.Option(help="Training questions to compile on (default: with the "
-                                                   "program's default compile, its size (tor, beam: 100), "
-                                                   "else 20).")] = None,
-    train_from: Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "
-                                                        "musique's decompositions for the beam on nq); only "
-                                                        "compilers that learn from annotations alone.")] = None,
-    dev: Annotated[int, typer.Option("--n", "--dev", help="Questions to evaluate on (seeded sample of the dev "
-                                                          "split), zero-shot and compiled.")] = OPT.dev,
-    skip: Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a "
-                                           "sample already examined), taking the next DEV.")] = OPT.skip,
+    optimizer: OptimizerOption = None,
+    train: TrainOption = None,
+    train_from: TrainFromOption = None,
+    dev: DevOption = OPT.dev,
+    skip: SkipOption = OPT.skip,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = OPT.seed,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
-    teacher_lm: Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")] = None,
+    teacher_lm: TeacherOption = None,
     retriever: Annotated[str, typer.Option(help="dense or bm25.")] = OPT.retriever,
     corpus: CorpusOption = None,
     concurrency: ConcurrencyOption = 1,
     threads: OldThreadsOption = None,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/optimize/).")] = None,
-    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
-    param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable), "
-                                                  "e.g. depth=2, widths=[5,3,3], expansion=mpc.")] = [],
+    preset: PresetOption = None,
+    param: ParamOption = [],
     max_demos: Annotated[int, typer.Option(help="Bootstrapped demos per predictor.")] = OPT.max_demos,
     candidates: Annotated[int, typer.Option(help="Candidate programs / instructions (search optimizers).")] = (
         OPT.candidates),
     trials: Annotated[int, typer.Option(help="MIPROv2 trials.")] = OPT.trials,
     metric_calls: Annotated[int, typer.Option(help="GEPA's budget of metric calls.")] = OPT.metric_calls,
-    annotated_demos: Annotated[int, typer.Option(help="Demos per predictor built from the training "
-                                                      "annotations (--optimizer annotated).")] = OPT.annotated_demos,
+    annotated_demos: AnnotatedOption = OPT.annotated_demos,
     plan: Annotated[bool, typer.Option("--plan", help="Print the LM-call budget and exit.")] = False,
-    cache: Annotated[bool, typer.Option(help="Let the two evaluations use DSPy's response cache "
-                                             "(--no-cache: their costs are real).")] = OPT.cache,
-    zero_shot_from: Annotated[str | None, typer.Option(help="A run folder of the same zero-shot spec (e.g. a "
-                                                            "reference run) whose records the zero-shot side "
-                                                            "starts from.")] = None,
-    replay_from: Annotated[str | None, typer.Option(help="A ToR run of the same dev questions whose recorded "
-                                                         "searches the compiled side reads (treeqa replay): for "
-                                                         "a compile that changes only the reading.")] = None,
-    zero_shot: Annotated[bool, typer.Option(help="Evaluate the zero-shot program too (--no-zero-shot: the "
-                                                 "compiled side alone, when its baseline is measured "
-                                                 "elsewhere; running again without it adds the side).")] = (
-        OPT.zero_shot),
+    cache: CacheOption = OPT.cache,
+    zero_shot_from: ZeroShotFromOption = None,
+    replay_from: ReplayOption = None,
+    zero_shot: ZeroShotOption = OPT.zero_shot,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.evaluation.loop import RunAborted

@@ -50,67 +50,90 @@ def programs_cmd() -> None:
         typer.echo("    " + "; ".join(facts))
 
 
+DatasetOption = Annotated[str | None, typer.Option(help="Dataset to evaluate on (default: the one a --compiled "
+                                                       "program was compiled on, else hotpotqa).",
+                                                  show_default=False)]
+SplitOption = Annotated[str | None, typer.Option(help="Split (default: the one the papers report: dev for the "
+                                                     "multi-hop sets, test for nq, triviaqa and webq).")]
+SkipOption = Annotated[int, typer.Option(help="Leave out the first SKIP questions of the seeded order (a sample "
+                                              "already examined), taking the next N.")]
+PresetOption = Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")]
+ParamOption = Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable); with "
+                                                     "--compiled it replaces the stored setting.")]
+CacheOption = Annotated[bool, typer.Option(help="Use DSPy's response cache (off: every call reaches the LM, "
+                                                "so reported costs are real).")]
+RetryOption = Annotated[bool, typer.Option("--retry-failed", help="Run again the questions whose records hold a "
+                                                                  "failed LM call or an error.")]
+MaxErrorsOption = Annotated[int, typer.Option(help="Stop after this many questions in a row whose LM calls all "
+                                                   "failed (0: never stop).")]
+BudgetOption = Annotated[float | None, typer.Option(help="Seconds one question may take; one past it is recorded "
+                                                         "as failed and the run goes on.")]
+
+
 @app.command("evaluate")
 def evaluate_cmd(
     program: Annotated[str | None, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = None,
-    dataset: Annotated[str | None, typer.Option(help="Dataset to evaluate on (default: the one a --compiled "
-                                                     "program was compiled on, else hotpotqa).",
-                                                show_default=False)] = None,
-    split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report: dev for the "
-                                                   "multi-hop sets, test for nq, triviaqa and webq).")] = None,
+    dataset: DatasetOption = None,
+    split: SplitOption = None,
     n: Annotated[int, typer.Option("--n", "--dev", help="Number of questions (seeded sample).")] = EVAL.n,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = EVAL.seed,
-    skip: Annotated[int, typer.Option(help="Leave out the first SKIP questions of the seeded order (a sample "
-                                           "already examined), taking the next N.")] = EVAL.skip,
+    skip: SkipOption = EVAL.skip,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
     retriever: RetrieverOption = None,
     corpus: CorpusOption = None,
-    preset: Annotated[str | None, typer.Option(help=f"beam only: the paper's settings, one of {PRESET_LIST}.")] = None,
-    param: Annotated[list[str], typer.Option(help="Program hyperparameter key=value (repeatable); with "
-                                                  "--compiled it replaces the stored setting.")] = [],
+    preset: PresetOption = None,
+    param: ParamOption = [],
     concurrency: ConcurrencyOption = 1,
     threads: OldThreadsOption = None,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
     compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to evaluate.")] = None,
-    cache: Annotated[bool, typer.Option(help="Use DSPy's response cache (off: every call reaches the LM, "
-                                             "so reported costs are real).")] = EVAL.cache,
-    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Run again the questions whose records "
-                                                                      "hold a failed LM call or an error.")] = False,
-    max_errors: Annotated[int, typer.Option(help="Stop after this many questions in a row whose LM calls all "
-                                                 "failed (0: never stop).")] = 10,
-    question_budget: Annotated[float | None, typer.Option(help="Seconds one question may take; one past it is "
-                                                               "recorded as failed and the run goes on.")] = None,
+    cache: CacheOption = EVAL.cache,
+    retry_failed: RetryOption = False,
+    max_errors: MaxErrorsOption = 10,
+    question_budget: BudgetOption = None,
 ) -> None:
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
-    retriever_given = retriever is not None
-    retriever = retriever or "dense"
     from treeqa.evaluation.loop import RunAborted
-    from treeqa.evaluation.runs import EvalSpec, run_evaluation
-    from treeqa.programs.compiled import recipe_settings
+    from treeqa.evaluation.runs import run_evaluation
 
     try:
-        loaded = None
-        params = parse_params(param)
-        if compiled:
-            # the spec (and so the summary and recall@15) must say what the program searched
-            loaded, recipe, retriever, corpus = load_searching(compiled, retriever if retriever_given else None,
-                                                               corpus, expect=program, overrides=params)
-            program = recipe["program"]
-            dataset = dataset or recipe.get("dataset")  # questions of the set it was compiled for, unless told
-            stored, preset = recipe_settings(recipe)  # --param replaces stored settings; the spec says so
-            params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
-        if program is None:
-            fail("name a --program, or give a --compiled file")
-        dataset = dataset or "hotpotqa"
-        spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset), n=n, seed=seed,
-                        skip=skip, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus, preset=preset,
-                        params=params, threads=threads or concurrency, cache=cache)
+        sample = {"n": n, "seed": seed, "skip": skip, "lm": lm, "api_base": api_base,
+                  "threads": threads or concurrency, "cache": cache}
+        spec, loaded = _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset,
+                                        parse_params(param), sample)
         result = run_evaluation(spec, out, program=loaded, retry_failed=retry_failed, max_errors=max_errors or None,
                                 question_budget=question_budget)
     except (ValueError, FileNotFoundError, RunAborted) as exc:
         fail(exc)
+    _print_run(result)
+
+
+def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset, params: dict, sample: dict):
+    """(spec, loaded program or None) for `evaluate`: a --compiled file gives the program, its
+    settings (--param replaces them; the spec says so), what it searches and its dataset unless told."""
+    from treeqa.evaluation.runs import EvalSpec
+    from treeqa.programs.compiled import recipe_settings
+
+    loaded = None
+    if compiled:
+        # the spec (and so the summary and recall@15) must say what the program searched
+        loaded, recipe, retriever, corpus = load_searching(compiled, retriever, corpus, expect=program,
+                                                           overrides=params)
+        program = recipe["program"]
+        dataset = dataset or recipe.get("dataset")  # questions of the set it was compiled for, unless told
+        stored, preset = recipe_settings(recipe)
+        params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
+    if program is None:
+        fail("name a --program, or give a --compiled file")
+    dataset = dataset or "hotpotqa"
+    spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset),
+                    retriever=retriever or "dense", corpus=corpus, preset=preset, params=params, **sample)
+    return spec, loaded
+
+
+def _print_run(result: dict) -> None:
     from treeqa.evaluation.tables import data_line
 
     typer.echo(data_line(result["data"]))
