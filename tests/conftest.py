@@ -1,5 +1,5 @@
-"""The shared fixtures. Helpers, doubles and data that tests import live in `tests/fakes.py`
-(a test module imports from it alone, never from here or from another test module)."""
+"""The shared fixtures. Helpers, doubles and data that tests import live in the `tests/fakes/`
+package (a test module imports from it alone, never from here or from another test module)."""
 
 import json
 
