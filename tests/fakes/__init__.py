@@ -12,11 +12,13 @@
     data.py        where the data lies (`FIXTURE_DATA`, `SHARED_DATA`, `requires_shared_data`) and
                    the annotated training records (`RECORDS`, `MUSIQUE`)
     models.py      a tiny Qwen2 and its tokenizer, for the LoRA tests
+    integration.py `run_measured`: a real question asked, measured and summarised
 
 Every name a test imports is re-exported here: `from tests.fakes import X`.
 """
 
 from tests.fakes.data import FIXTURE_DATA, MUSIQUE, RECORDS, SHARED_DATA, requires_shared_data
+from tests.fakes.integration import run_measured
 from tests.fakes.lm import (
     Call,
     FakeLlama,
@@ -40,6 +42,6 @@ __all__ = [
     "CHATML", "FIXTURE_DATA", "MUSIQUE", "Q", "RECORDS", "SHARED_DATA", "WORDS", "BeamScript", "Call", "FakeEndpoint",
     "FakeLlama", "FakeRetriever", "Overlap", "Raw", "ScriptedEngine", "answering", "chat_reply", "first_output_field",
     "generic_lm", "generic_responder", "hashing_embed", "hashing_embed_counting", "llama_server", "local_client",
-    "passage", "requires_shared_data", "review", "review_kind", "run", "run_scripted",
+    "passage", "requires_shared_data", "review", "review_kind", "run", "run_measured", "run_scripted",
     "scripted_lm", "simulated_endpoint", "tiny_model", "tiny_tokenizer", "tree_retriever", "use_lm",
 ]
