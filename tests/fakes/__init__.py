@@ -9,15 +9,18 @@
                    `tree_retriever`) and the beam search's (`BeamScript`)
     servers.py     on 127.0.0.1: `FakeEndpoint`, `simulated_endpoint`, `local_client`, `Overlap`,
                    and llama.cpp's real server (`llama_server`, integration tests)
-    data.py        where the data lies (`FIXTURE_DATA`, `SHARED_DATA`, `requires_shared_data`) and
-                   the annotated training records (`RECORDS`, `MUSIQUE`)
+    data.py        where the data lies (`FIXTURE_DATA`, `SHARED_DATA`, `requires_shared_data`), what
+                   the scripted LM answers the fixture questions (`FIXTURE_ANSWERS`), and the
+                   annotated training records (`RECORDS`, `MUSIQUE`)
+    cli.py         `run_cli`: the `treeqa` command run in this process
     models.py      a tiny Qwen2 and its tokenizer, for the LoRA tests
     integration.py `run_measured`: a real question asked, measured and summarised
 
 Every name a test imports is re-exported here: `from tests.fakes import X`.
 """
 
-from tests.fakes.data import FIXTURE_DATA, MUSIQUE, RECORDS, SHARED_DATA, requires_shared_data
+from tests.fakes.cli import run_cli
+from tests.fakes.data import FIXTURE_ANSWERS, FIXTURE_DATA, MUSIQUE, RECORDS, SHARED_DATA, requires_shared_data
 from tests.fakes.integration import run_measured
 from tests.fakes.lm import (
     Call,
@@ -39,9 +42,10 @@ from tests.fakes.scripts import BeamScript, Q, answering, review, run, tree_retr
 from tests.fakes.servers import FakeEndpoint, Overlap, llama_server, local_client, simulated_endpoint
 
 __all__ = [
-    "CHATML", "FIXTURE_DATA", "MUSIQUE", "Q", "RECORDS", "SHARED_DATA", "WORDS", "BeamScript", "Call", "FakeEndpoint",
-    "FakeLlama", "FakeRetriever", "Overlap", "Raw", "ScriptedEngine", "answering", "chat_reply", "first_output_field",
-    "generic_lm", "generic_responder", "hashing_embed", "hashing_embed_counting", "llama_server", "local_client",
-    "passage", "requires_shared_data", "review", "review_kind", "run", "run_measured", "run_scripted",
-    "scripted_lm", "simulated_endpoint", "tiny_model", "tiny_tokenizer", "tree_retriever", "use_lm",
+    "CHATML", "FIXTURE_ANSWERS", "FIXTURE_DATA", "MUSIQUE", "Q", "RECORDS", "SHARED_DATA", "WORDS", "BeamScript",
+    "Call", "FakeEndpoint", "FakeLlama", "FakeRetriever", "Overlap", "Raw", "ScriptedEngine", "answering",
+    "chat_reply", "first_output_field", "generic_lm", "generic_responder", "hashing_embed",
+    "hashing_embed_counting", "llama_server", "local_client", "passage", "requires_shared_data", "review",
+    "review_kind", "run", "run_cli", "run_measured", "run_scripted", "scripted_lm", "simulated_endpoint",
+    "tiny_model", "tiny_tokenizer", "tree_retriever", "use_lm",
 ]

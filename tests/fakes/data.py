@@ -1,5 +1,6 @@
-"""Shared test data: where the data lies (the hand-written fixtures, ../shared/data) and the
-annotated training records (the `train` fixture writes them)."""
+"""Shared test data: where the data lies (the hand-written fixtures, ../shared/data), what the
+scripted LM answers the fixture questions, and the annotated training records (the `train`
+fixture writes them)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ FIXTURE_DATA = Path(__file__).parent.parent / "fixtures" / "data"
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 requires_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is not present")
+
+# what the `scripted` fixture's LM answers the fixture data's two HotpotQA dev questions (the Rigi one
+# right, the Weggis one wrong); any other question is answered "unknown"
+FIXTURE_ANSWERS = {"Rigi Railway company": "Lake Zurich", "Weggis": "yes"}
 
 
 # --- annotated training records (the `train` fixture writes them) -------------------------------
