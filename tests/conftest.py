@@ -1,11 +1,11 @@
-"""The shared fixtures. Helpers, doubles and data that tests import live in `tests/fakes.py`
-(a test module imports from it alone, never from here or from another test module)."""
+"""The shared fixtures. Helpers, doubles and data that tests import live in the `tests/fakes/`
+package (a test module imports from it alone, never from here or from another test module)."""
 
 import json
 
 import pytest
 
-from tests.fakes import FIXTURE_DATA, MUSIQUE, RECORDS, hashing_embed, llama_server
+from tests.fakes import FIXTURE_ANSWERS, FIXTURE_DATA, MUSIQUE, RECORDS, generic_lm, hashing_embed, llama_server, use_lm
 from treeqa.settings import get_settings
 
 
@@ -39,6 +39,16 @@ def settings_env(monkeypatch):
 def fixture_data(settings_env, tmp_path):
     """The hand-written files in the official layouts, with a throwaway cache dir."""
     return settings_env(data_dir=FIXTURE_DATA, cache_dir=tmp_path / "cache")
+
+
+@pytest.fixture
+def scripted(fixture_data, monkeypatch):
+    """The fixture data, and every LM treeqa builds answering any signature (`generic_lm`) with
+    `FIXTURE_ANSWERS`; returns that LM (its engine, `lm._engine_spec`, records the calls). A module
+    may define its own `scripted` with other answers (test_optimize.py does)."""
+    lm = generic_lm(FIXTURE_ANSWERS)
+    use_lm(monkeypatch, lm)
+    return lm
 
 
 @pytest.fixture

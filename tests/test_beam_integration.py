@@ -7,38 +7,30 @@ Run under the shared CPU lock:
 """
 
 import json
-import time
 
-import dspy
 import pytest
 
-from tests.fakes import requires_shared_data
+from tests.fakes import requires_shared_data, run_measured
 from treeqa.data.corpus import Passage
 from treeqa.evaluation.metrics import exact_match, recall_at_k
-from treeqa.lm import adapter_for, local_engine
 from treeqa.programs.baselines import DirectAnswer, RetrieveThenAnswer
 from treeqa.programs.beam_search import BeamSearchQA
 
 pytestmark = [pytest.mark.integration, requires_shared_data]
 
 
-def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
-    engine = local_engine()
-    calls_before, started = engine.stats.calls, time.perf_counter()
-    with dspy.context(lm=lm, adapter=adapter_for(lm)):  # the default path: JSON under a grammar
-        pred = program(question=example.question)
+def _summary(program, example, pred, measured: dict) -> dict:
+    """One question's figures as this module prints them (`run_measured` measures and prints)."""
     summary = {
         "program": type(program).__name__, "question": example.question, "gold": list(example.answers),
-        "answer": pred.answer, "em": exact_match(pred.answer, example.answers),
-        "lm_calls": engine.stats.calls - calls_before, "seconds": round(time.perf_counter() - started, 1),
+        "answer": pred.answer, "em": exact_match(pred.answer, example.answers), **measured,
         "failures": [f["where"] + ": " + f["error"] for f in pred.failures],
     }
     if "retrieved" in pred:
         summary["recall@10"] = recall_at_k([p.id for p in pred.retrieved], example.gold_ids, 10)
     if "tree" in pred:
         summary.update(confidence=pred.confidence, stop=pred.tree["stop"], states=len(pred.tree["states"]))
-    print("\n" + json.dumps(summary, indent=1))
-    return pred, summary
+    return summary
 
 
 def test_beam_search_on_real_questions(real_hotpot):
@@ -46,7 +38,7 @@ def test_beam_search_on_real_questions(real_hotpot):
     program = BeamSearchQA.preset("nq", retriever, depth=1)
     answered = 0
     for example in examples:
-        pred, summary = _run(program, lm, example)
+        pred, summary = run_measured(program, lm, example, _summary)
         tree = json.loads(json.dumps(pred.tree))
         states = tree["states"]
         assert isinstance(pred.answer, str) and 0.0 <= pred.confidence <= 1.0
@@ -64,5 +56,5 @@ def test_beam_search_on_real_questions(real_hotpot):
 def test_baselines_on_real_questions(real_hotpot):
     lm, retriever, examples = real_hotpot
     for program in (DirectAnswer(), RetrieveThenAnswer(retriever, k=5)):
-        answers = [_run(program, lm, example)[0].answer for example in examples]
+        answers = [run_measured(program, lm, example, _summary)[0].answer for example in examples]
         assert sum(bool(a) for a in answers) >= 2

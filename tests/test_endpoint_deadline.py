@@ -1,9 +1,11 @@
-"""An endpoint call's deadline counts the endpoint's time, not the process's first use of the route."""
+"""An endpoint call's deadline: every call has one (TREEQA_LM_TIMEOUT), retries included, and it
+counts the endpoint's time, not the process's first use of the route."""
 
 import threading
 import time
 
 import dspy.clients.lm
+import pytest
 
 import treeqa.lm
 from tests.fakes import FakeEndpoint
@@ -38,3 +40,36 @@ def test_a_server_waits_for_the_warm_up_once_and_later_routes_start_at_once(sett
         again.wait_ready()  # the same route, warmed once a process
         assert time.monotonic() - started < 0.5
         assert again("hi") == ["Paris"] and ep.requests == 1
+
+
+# benchmarks/faults.md, first round #12: a dead endpoint stops the run; endpoint calls have a timeout
+
+def test_12_endpoints_get_a_per_call_timeout(settings_env):
+    settings_env(lm_timeout=7.5)
+    assert treeqa.lm.get_lm("hosted_vllm/m", api_base="http://127.0.0.1:9/v1").kwargs["timeout"] == 7.5
+
+
+# benchmarks/faults.md, second round #7: one deadline per call, retries included
+
+def test_7_a_hung_endpoint_fails_the_call_at_the_deadline(settings_env):
+    settings_env(lm_timeout=1.0, lm_retries=3)
+    with FakeEndpoint(lambda n, body, headers: (200, "late", 10)) as ep:
+        lm = treeqa.lm.get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)
+        lm.wait_ready()  # the process's first use of the route is not the call's (the tests above)
+        started = time.monotonic()
+        with pytest.raises(treeqa.lm.EndpointTimeoutError, match=f"{ep.url}: no answer within 1 s"):
+            lm("hello")
+        assert time.monotonic() - started < 3  # not 4 attempts of 1 s and their back-off
+        assert ep.requests == 1
+
+
+def test_7_transient_errors_are_retried_within_the_deadline(settings_env):
+    settings_env(lm_timeout=20, lm_retries=2)
+    with FakeEndpoint(lambda n, body, headers: (503, "busy", 0) if n == 0 else (200, "fine", 0)) as ep:
+        lm = treeqa.lm.get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)
+        assert lm("hello") == ["fine"] and ep.requests == 2
+    with FakeEndpoint(lambda n, body, headers: (401, "bad key", 0)) as ep:  # not transient: one request
+        lm = treeqa.lm.get_lm("openai/m", api_base=ep.url, api_key="k", cache=False)
+        with pytest.raises(Exception) as raised:
+            lm("hello")
+        assert ep.requests == 1 and ep.url in " ".join(getattr(raised.value, "__notes__", []))

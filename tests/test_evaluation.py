@@ -4,10 +4,11 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from tests.fakes import FakeEndpoint
+from tests.fakes import FakeEndpoint, use_lm
 from treeqa.data.corpus import Passage
 from treeqa.evaluation.loop import evaluate
 from treeqa.evaluation.records import read_records, summarize
+from treeqa.evaluation.runs import EvalSpec, run_evaluation
 from treeqa.lm import get_lm
 
 
@@ -202,3 +203,22 @@ def test_nested_predictors_go_by_their_path_and_unlisted_ones_by_their_signature
     lm = DummyLM([{"sub_question": "Which country?"}, {"reasoning": "It is France.", "answer": "Paris"}])
     (record,) = evaluate(Reasoner(), _examples()[:1], lm=lm, progress=False)["records"]
     assert record["lm_calls_by_predictor"] == {"WriteSubQuestion": 1, "reason.predict": 1}
+
+
+# benchmarks/faults.md, first round #4: gold answers that are numbers or normalise to nothing
+
+def test_4_an_always_failing_lm_scores_zero_even_on_empty_golds(fixture_data, tmp_path, monkeypatch):
+    lm = dspy.LM("local/dead", engine=type("Dead", (), {"complete": lambda self, r: (_ for _ in ()).throw(
+        ConnectionError("down")), "close": lambda self: None})(), cache=False, num_retries=0)
+    use_lm(monkeypatch, lm)
+    data = tmp_path / "data" / "nq"
+    data.mkdir(parents=True)
+    (data / "NQ-open.test.jsonl").write_text('{"question": "q1", "answer": ["The"]}\n'
+                                             '{"question": "q2", "answer": [1990]}\n'
+                                             '{"question": "q3", "answer": ["x"]}\n')
+    from treeqa.settings import get_settings
+
+    monkeypatch.setenv("TREEQA_DATA_DIR", str(tmp_path / "data"))
+    get_settings.cache_clear()
+    result = run_evaluation(EvalSpec(program="direct", dataset="nq", split="test", n=2), tmp_path / "R")
+    assert result["summary"]["n"] == 2 and result["summary"]["em"] == 0.0  # "The" skipped, 1990 read as text

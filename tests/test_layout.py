@@ -1,6 +1,6 @@
 """The package's shape: no import circle between its modules, and no module outside
 `treeqa/programs/` naming a program (what a program's kind decides, the program declares).
-The tests' shape: a test module imports shared helpers from `tests.fakes` alone."""
+The tests' shape: a test module imports shared helpers from `tests.fakes` (and its modules) alone."""
 
 import ast
 import re
@@ -134,27 +134,46 @@ def test_no_module_outside_programs_names_a_program():
     assert offenders == []
 
 
+def _tests_imports_outside_fakes(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, module) for each module under tests/ that `source`, a module of `package` ("tests",
+    or "tests.fakes" for the helpers' own modules), imports other than `tests.fakes` and its
+    submodules, at the top or inside a function; relative imports are resolved from `package`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            named = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # from . import x, from .x import y, from ..x import y
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join([*base, module] if module else base)
+            named = [f"{module}.{a.name}" for a in node.names] if module == "tests" else [module]
+        else:
+            continue
+        found += [(node.lineno, name) for name in named if (name == "tests" or name.startswith("tests."))
+                  and name != "tests.fakes" and not name.startswith("tests.fakes.")]
+    return found
+
+
 def test_test_modules_import_shared_helpers_from_fakes_only():
-    """Shared fixtures live in conftest.py, shared doubles and data in tests/fakes.py: no module
-    under tests/ (conftest.py aside) imports another test module, conftest or any tests module
-    but `tests.fakes`, at the top or inside a function."""
+    """Shared fixtures live in conftest.py, shared doubles and data in the tests/fakes/ package: no
+    module under tests/ or tests/fakes/ (conftest.py aside) imports another test module, conftest
+    or any tests module but `tests.fakes` and its submodules, at the top or inside a function."""
     offenders = []
-    for path in sorted(TESTS.glob("*.py")):
+    for path in sorted([*TESTS.glob("*.py"), *(TESTS / "fakes").glob("*.py")]):
         if path.name == "conftest.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                named = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                if node.level:  # relative to tests/: from . import x, from .x import y
-                    module = f"tests.{module}" if module else "tests"
-                named = [f"tests.{a.name}" for a in node.names] if module == "tests" else [module]
-            else:
-                continue
-            offenders += [f"{path.name}:{node.lineno} {name}" for name in named
-                          if (name == "tests" or name.startswith("tests.")) and name != "tests.fakes"]
+        package = ".".join(path.relative_to(TESTS.parent).parent.parts)
+        offenders += [f"{path.relative_to(TESTS)}:{line} {name}"
+                      for line, name in _tests_imports_outside_fakes(path.read_text(), package)]
     assert offenders == [], "import shared helpers from tests.fakes (fixtures: conftest.py): " + ", ".join(offenders)
+    # the check still catches a test module (or conftest) imported, however it is spelt
+    sample = ("import tests.test_lm\nfrom tests.test_lm import x\nfrom tests import fakes, test_lm\n"
+              "from .conftest import y\nfrom tests.fakes.lm import z\nfrom tests.fakes import w\n")
+    assert [name for _, name in _tests_imports_outside_fakes(sample, "tests")] == [
+        "tests.test_lm", "tests.test_lm", "tests.test_lm", "tests.conftest"]
+    assert [name for _, name in _tests_imports_outside_fakes("from ..test_lm import x\nfrom . import lm\n",
+                                                             "tests.fakes")] == ["tests.test_lm"]
 
 
 MAX_FUNCTION_LINES = 60

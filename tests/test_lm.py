@@ -5,7 +5,8 @@ import threading
 import dspy
 import pytest
 
-from tests.fakes import FakeEndpoint, FakeLlama
+import treeqa.lm
+from tests.fakes import FakeEndpoint, FakeLlama, run_cli
 from treeqa.lm import LlamaEngine, get_lm, local_engine
 from treeqa.lm import _weights as local_model
 from treeqa.settings import get_settings
@@ -251,3 +252,37 @@ def test_dspy_cache_refuses_unknown_pickled_types(settings_env, tmp_path, monkey
             disk["planted"]
     finally:
         dspy.cache = previous
+
+
+# benchmarks/faults.md, second round #6: the response cache is kept per endpoint; ask and serve can go without it
+
+def test_6_two_endpoints_never_share_cached_answers(settings_env, tmp_path):
+    settings_env(cache_dir=tmp_path / "cache")
+    answers = {}
+    for city in ("Paris", "Lyon"):
+        with FakeEndpoint(lambda n, body, headers, city=city: (200, f"[[ ## answer ## ]]\n{city}", 0)) as ep:
+            lm = treeqa.lm.get_lm("openai/same-name", api_base=ep.url, api_key="k", cache=True)
+            with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+                answers[city] = [dspy.Predict("question -> answer")(question="capital?").answer for _ in range(2)]
+            assert ep.requests == 1  # the second question came from the cache
+    assert answers == {"Paris": ["Paris", "Paris"], "Lyon": ["Lyon", "Lyon"]}
+
+
+def test_6_ask_without_the_cache(scripted):
+    seen = {}
+    real = treeqa.lm.get_lm
+    treeqa.lm.get_lm = lambda name, **kw: seen.update(kw) or real(name, **kw)
+    try:
+        run_cli("ask", "Is Weggis on the lake?", "--no-cache")
+    finally:
+        treeqa.lm.get_lm = real
+    assert seen.get("cache") is False
+
+
+# benchmarks/faults.md, second round #11: the in-memory response cache is bounded
+
+def test_11_the_memory_cache_is_bounded(settings_env, tmp_path, monkeypatch):
+    settings_env(cache_dir=tmp_path / "cache", memory_cache_entries=64)
+    monkeypatch.setattr(treeqa.lm, "_cache_secured", False)
+    treeqa.lm.secure_cache()
+    assert dspy.cache.memory_cache.maxsize == 64

@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tests.fakes import hashing_embed, hashing_embed_counting, use_lm
+from tests.fakes import hashing_embed, hashing_embed_counting, run_cli, tree_retriever, use_lm
 from treeqa.cli import app
 from treeqa.data import DataError
 from treeqa.data.jsonl_corpus import chunk, read_jsonl_corpus
+from treeqa.programs import build_program
+from treeqa.programs.compiled import save_compiled
 from treeqa.retrievers import BM25Retriever, DenseRetriever, build_corpus_index, get_retriever, store, streaming
 from treeqa.retrievers.base import IndexMissingError
 
@@ -282,3 +284,72 @@ def test_ray_builds_the_same_index_as_one_machine(tmp_path):
     assert np.allclose(on_ray.index.reconstruct_n(0, 40), here.index.reconstruct_n(0, 40), atol=1e-5)
     query = "subject 3 and place 1"
     assert [p.id for p in on_ray.search(query, 5)] == [p.id for p in here.search(query, 5)]
+
+
+# benchmarks/faults.md, second round #8: a compiled program searches, and its run names, the corpus it was compiled with
+
+def test_8_evaluate_compiled_records_the_corpus_it_searched(scripted, tmp_path, monkeypatch):
+    path = save_compiled(build_program("rta", tree_retriever()), tmp_path / "c.json", name="rta",
+                         dataset="hotpotqa", retriever="dense", extra={"corpus": "mine"})
+    asked = []
+    monkeypatch.setattr("treeqa.retrievers.get_retriever",
+                        lambda dataset, kind, corpus=None: asked.append(corpus) or tree_retriever())
+    monkeypatch.setattr("treeqa.retrievers.check_corpus_name", lambda name: None)
+    result = run_cli("evaluate", "--compiled", str(path), "--n", "1", "--out", str(tmp_path / "R"))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "R" / "summary.json").read_text())
+    assert asked == ["mine"] and summary["spec"]["corpus"] == "mine"
+    assert summary["data"]["corpus"] == "your corpus 'mine'" and "recall@15" not in summary["summary"]
+
+
+def test_8_ask_and_serve_a_compiled_program_over_your_own_corpus(scripted, tmp_path, monkeypatch):
+    """--corpus with --compiled is honoured, not dropped: a program compiled on HotpotQA answers
+    from the corpus named (the app's use), and with neither flag it searches what it was compiled on."""
+    from treeqa.cli import load_served
+
+    path = save_compiled(build_program("rta", tree_retriever()), tmp_path / "c.json", name="rta",
+                         dataset="hotpotqa", retriever="dense")
+    asked = []
+    monkeypatch.setattr("treeqa.retrievers.get_retriever",
+                        lambda dataset, kind, corpus=None: asked.append((dataset, kind, corpus)) or tree_retriever())
+    result = run_cli("ask", "Is Weggis on the lake?", "--compiled", str(path), "--corpus", "mine", "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert asked == [("hotpotqa", "dense", "mine")]
+    info = load_served(str(path), "direct", "hotpotqa", "bm25", "local", None, corpus="mine").info
+    assert asked[-1] == ("hotpotqa", "bm25", "mine") and "mine" in json.dumps(info)
+    asked.clear()
+    result = run_cli("ask", "Is Weggis on the lake?", "--compiled", str(path), "--no-cache")
+    assert result.exit_code == 0, result.output
+    assert asked == [("hotpotqa", "dense", None)]  # load_program's own default, the compiled-on index
+    asked.clear()  # a program that searches nothing builds no index, whatever --corpus says
+    direct = save_compiled(build_program("direct"), tmp_path / "d.json", name="direct", dataset="hotpotqa",
+                           retriever="dense")
+    assert run_cli("ask", "Is Weggis on the lake?", "--compiled", str(direct), "--corpus", "mine",
+                   "--no-cache").exit_code == 0
+    assert asked == []
+
+
+# benchmarks/faults.md, second round #10: bad corpus files are one line naming the file, and leave nothing behind
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda p: p.write_bytes(gzip.compress(b"".join(b'{"id": "%d", "contents": "T\\nSome text"}\n' % i
+                                                    for i in range(50)))[:-20]),
+     "not a complete gzip file"),
+    (lambda p: p.write_bytes(b'{"id": "a", "contents": "plain"}\n'), "not a complete gzip file"),
+])
+def test_10_torn_or_fake_gzip_is_named_and_no_staging_folder_stays(fixture_data, tmp_path, make, match):
+    from treeqa.retrievers import build_corpus_index
+
+    corpus = tmp_path / "docs.jsonl.gz"
+    make(corpus)
+    with pytest.raises(Exception, match=match) as raised:
+        build_corpus_index(corpus, "docs", embed_fn=lambda texts: None)
+    assert str(corpus) in str(raised.value)
+    assert not list((tmp_path / "cache").rglob(".building-*"))
+    result = run_cli("index", "build", "--corpus", str(corpus), "--name", "docs")
+    assert result.exit_code == 1 and str(corpus) in result.output and "Traceback" not in result.output
+
+
+def test_10_a_directory_is_not_a_corpus(fixture_data, tmp_path):
+    result = run_cli("index", "build", "--corpus", str(tmp_path), "--name", "docs")
+    assert result.exit_code == 1 and "Traceback" not in result.output and str(tmp_path) in result.output

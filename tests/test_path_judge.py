@@ -279,3 +279,16 @@ def test_the_optimizer_compiles_a_judged_beam_that_is_saved(train, tmp_path):
     loaded = load_program(path, retriever=FakeRetriever())
     assert PathJudge.model_validate(loaded.path_judge) == PathJudge.model_validate(compiled.path_judge)
     assert loaded.depth == 2 and loaded.passages == 2  # the preset's settings travel with it
+
+
+# benchmarks/faults.md, second round #3: compiled files: finite numbers, bounded size
+
+def test_3_a_judge_with_non_finite_weights_is_refused():
+    from treeqa.judging.path_judge import FEATURES, check_path_judge
+
+    logit = {"mean": [0.0] * len(FEATURES), "scale": [1.0] * len(FEATURES), "coef": [0.1] * len(FEATURES),
+             "intercept": 0.0, "threshold": 0.5}
+    check_path_judge({"relevance": logit, "sufficiency": logit})  # a finite judge loads
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite"):
+            check_path_judge({"relevance": {**logit, "coef": [bad] * len(FEATURES)}, "sufficiency": logit})

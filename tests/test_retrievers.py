@@ -252,3 +252,25 @@ def test_datasets_that_share_a_corpus_share_its_index(cls, tmp_path, monkeypatch
     other = CORPUS[:3]  # another corpus under a taken name is still its own index
     with pytest.raises(IndexMissingError):
         cls.for_corpus(other, tmp_path, "triviaqa", build=False)
+
+
+# benchmarks/faults.md, second round #12: one-line errors, not tracebacks
+
+def test_12_bad_index_manifests_and_faiss_files_are_corrupt_not_crashes(tmp_path):
+    import numpy as np
+
+    from treeqa.retrievers import store
+    from treeqa.retrievers.dense import INDEX_FILE, DenseRetriever
+
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    store.write_passages(folder, [], {"kind": "dense"})
+    meta = json.loads((folder / store.META_FILE).read_text())
+    meta["files"]["x"] = "not a record"
+    (folder / store.META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(store.IndexCorruptError, match="not a file record"):
+        store.verify(folder)
+    (folder / INDEX_FILE).write_bytes(np.arange(10, dtype=np.int64).tobytes())  # matches the manifest, not faiss
+    store.write_manifest(folder, {"kind": "dense"}, 0)
+    with pytest.raises(store.IndexCorruptError, match="not a faiss index"):
+        DenseRetriever.load(folder)

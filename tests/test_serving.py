@@ -12,6 +12,7 @@ import pytest
 from tests.fakes import (
     FakeRetriever,
     Overlap,
+    answering,
     local_client,
     review,
     review_kind,
@@ -22,6 +23,7 @@ from tests.fakes import (
 )
 from treeqa.programs import build_program
 from treeqa.serving import Served, create_app, program_info, write_view
+from treeqa.serving.app import Runner
 
 Q = "Which city is the birthplace of the director of Jaws?"
 
@@ -296,3 +298,17 @@ def test_serve_and_view_commands(fixture_data, tmp_path, monkeypatch):
     assert bad.exit_code == 1 and "unknown program 'nosuch'" in bad.output
     missing = CliRunner().invoke(app, ["view", str(tmp_path / "nothing")])
     assert missing.exit_code == 1 and "neither report.json" in missing.output
+
+
+# benchmarks/faults.md, second round #15: a stream whose client leaves stops its search
+
+def test_15_a_cancelled_search_stops_at_its_next_step():
+    served, engine = tor_served(answering(lambda call: review("search", next_query="more")
+                                          if len(call.titles) < 2 else review("accept", analysis="ok"),
+                                          answer="Cincinnati"))
+    full = Runner(served)._answer(Q, None)
+    cancel = threading.Event()
+    cancel.set()
+    calls_before = len(engine.calls)
+    stopped = Runner(served)._answer(Q, None, cancel)
+    assert stopped["cancelled"] is True and len(engine.calls) - calls_before < full["lm_calls"]

@@ -1,5 +1,7 @@
 """A web page the user opens cannot drive the server, and a question whose LM calls all failed
-is the upstream's error (502/504), not an empty answer."""
+is the upstream's error (502/504), not an empty answer. A body is read no further than its limit
+(after the queue check), upstream error text stays in the server's log, and every error is
+`{"error": ...}`."""
 
 import json
 
@@ -10,8 +12,10 @@ import treeqa.lm
 from tests.fakes import FakeEndpoint, generic_lm, local_client, scripted_lm
 from treeqa.programs import build_program
 from treeqa.serving import Served, allowed_hosts_for, create_app, program_info
+from treeqa.serving.app import MAX_BODY_BYTES
 
 Q = "Which city is the birthplace of the director of Jaws?"
+SECRET = "sk-live-0123456789"
 
 
 def direct_served(reply=lambda call: {"answer": "Cincinnati"}):
@@ -104,3 +108,52 @@ def test_an_endpoint_past_its_deadline_is_504_and_an_answer_is_still_200(setting
     with local_client(create_app(Served(program, lm, None, {}), time_limit=20)) as client:
         answered = client.post("/v1/ask", json={"question": Q})
     assert answered.status_code == 200 and answered.json()["answer"] == "Cincinnati"
+
+
+# benchmarks/faults.md, second round #1: the body is read no further than its limit, after the queue check
+
+def test_1_a_large_body_is_refused_unread_and_the_queue_applies_first():
+    served, engine = direct_served(lambda call: {"answer": "Cincinnati"})
+    with local_client(create_app(served, queue_size=0, time_limit=20)) as client:
+        big = client.post("/v1/ask", content=b'{"question": "' + b"x" * (MAX_BODY_BYTES * 4) + b'"}',
+                          headers={"Content-Type": "application/json"})
+        client.app.state.runner._in_flight = 1  # one request running, none may wait
+        busy = client.post("/v1/ask", json={"question": Q})
+    assert big.status_code == 413 and "at most 65,536" in big.json()["error"]
+    assert busy.status_code == 503 and engine.calls == []
+
+
+# benchmarks/faults.md, second round #2: upstream error text never reaches a client
+
+def test_2_upstream_text_stays_in_the_log(caplog):
+    def leaky(call):
+        return RuntimeError(f"upstream said: Authorization: Bearer {SECRET} at http://10.1.2.3:8000")
+
+    served, _ = direct_served(leaky)
+    with local_client(create_app(served, time_limit=20)) as client:
+        body = client.post("/v1/ask", json={"question": Q}).json()
+        stream = client.post("/v1/ask/stream", json={"question": Q}).text
+    assert SECRET not in json.dumps(body) and "10.1.2.3" not in json.dumps(body) and SECRET not in stream
+    assert body["failures"] and body["failures"][0]["message"] == "the language model call failed"
+    assert SECRET in caplog.text  # the operator still sees what happened
+
+
+def test_2_a_crash_is_a_generic_500():
+    served, _ = direct_served(lambda call: {"answer": "x"})
+    served.program.forward = lambda question: (_ for _ in ()).throw(ValueError(f"key {SECRET}"))
+    with local_client(create_app(served, time_limit=20), raise_server_exceptions=False) as client:
+        response = client.post("/v1/ask", json={"question": Q})
+    assert response.status_code == 500 and SECRET not in response.text and "error" in response.json()
+
+
+# benchmarks/faults.md, second round #16: every error has one shape
+
+def test_404_405_and_non_utf8_bodies_are_error_objects():
+    served, _ = direct_served(lambda call: {"answer": "x"})
+    with local_client(create_app(served, time_limit=20)) as client:
+        missing = client.get("/nothing")
+        wrong = client.get("/v1/ask")
+        binary = client.post("/v1/ask", content=b'{"question": "\xff\xfe"}',
+                             headers={"Content-Type": "application/json"})
+    assert (missing.status_code, wrong.status_code, binary.status_code) == (404, 405, 422)
+    assert all(set(r.json()) == {"error"} for r in (missing, wrong, binary))

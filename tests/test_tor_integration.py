@@ -6,12 +6,11 @@ Run under the shared CPU lock:
 """
 
 import json
-import time
 
 import dspy
 import pytest
 
-from tests.fakes import requires_shared_data
+from tests.fakes import requires_shared_data, run_measured
 from treeqa.evaluation.metrics import exact_match, f1_score, recall_at_k
 from treeqa.lm import adapter_for, local_engine
 from treeqa.programs.chain_of_reviews import ChainOfReviews
@@ -20,21 +19,15 @@ from treeqa.programs.tree_of_reviews import TreeOfReviews
 pytestmark = [pytest.mark.integration, requires_shared_data]
 
 
-def _run(program, lm, example) -> tuple[dspy.Prediction, dict]:
-    engine = local_engine()
-    calls_before, started = engine.stats.calls, time.perf_counter()
-    with dspy.context(lm=lm, adapter=adapter_for(lm)):  # the default path: JSON under a grammar
-        pred = program(question=example.question)
+def _summary(program, example, pred, measured: dict) -> dict:
+    """One question's figures as this module prints them (`run_measured` measures and prints)."""
     ids = [p.id for p in pred.retrieved]
-    summary = {
+    return {
         "question": example.question, "gold": list(example.answers), "answer": pred.answer,
         "em": exact_match(pred.answer, example.answers), "f1": round(f1_score(pred.answer, example.answers), 3),
-        "recall@15": round(recall_at_k(ids, example.gold_ids, 15), 3),
-        "lm_calls": engine.stats.calls - calls_before, "seconds": round(time.perf_counter() - started, 1),
+        "recall@15": round(recall_at_k(ids, example.gold_ids, 15), 3), **measured,
         "stats": pred.tree["stats"], "failures": [f["where"] + ": " + f["error"] for f in pred.failures],
     }
-    print("\n" + json.dumps(summary, indent=1))
-    return pred, summary
 
 
 def test_tree_of_reviews_on_real_questions(real_hotpot):
@@ -42,7 +35,7 @@ def test_tree_of_reviews_on_real_questions(real_hotpot):
     program = TreeOfReviews(retriever=retriever, widths=(3, 2), depth=2)
     summaries = []
     for example in examples:
-        pred, summary = _run(program, lm, example)
+        pred, summary = run_measured(program, lm, example, _summary)
         summaries.append(summary)
         stats = pred.tree["stats"]
         assert isinstance(pred.answer, str)
@@ -59,14 +52,15 @@ def test_tree_of_reviews_on_real_questions(real_hotpot):
 
 def test_chain_of_reviews_on_a_real_question(real_hotpot):
     lm, retriever, examples = real_hotpot
-    pred, summary = _run(ChainOfReviews(retriever=retriever, max_turns=2), lm, examples[0])
+    pred, summary = run_measured(ChainOfReviews(retriever=retriever, max_turns=2), lm, examples[0], _summary)
     assert isinstance(pred.answer, str) and pred.tree["stats"]["reviews"] <= 2
     assert 5 <= len(pred.retrieved) <= 10
 
 
 def test_hops_make_the_tree_grow_and_reviews_carry_the_models_probabilities(real_hotpot):
     lm, retriever, examples = real_hotpot
-    pred, summary = _run(TreeOfReviews(retriever=retriever, widths=(2, 2), depth=2, hops=2), lm, examples[0])
+    pred, summary = run_measured(TreeOfReviews(retriever=retriever, widths=(2, 2), depth=2, hops=2), lm,
+                                 examples[0], _summary)
     nodes = [n for n in pred.tree["nodes"] if n.get("relevant") is not None]
     assert all(0.0 <= n["p_relevant"] <= 1.0 and 0.0 <= n["p_sufficient"] <= 1.0 for n in nodes)
     assert all(len(e["ids"]) == 2 for e in pred.evidence)  # nothing accepted on one paragraph

@@ -196,6 +196,18 @@ def _lr_at(step: int, total: int, peak: float) -> float:
     return peak * max(0.0, (total - step) / max(1, total - warmup))
 
 
+@dataclass
+class _Progress:
+    """Where one `LoraTrainer.train` call is, shared by its steps: examples done and their
+    losses, the seconds spent caching and training, and whether it ran to the end."""
+
+    step: int
+    losses: list[float]
+    caching: float = 0.0
+    training: float = 0.0
+    finished: bool = True
+
+
 class LoraTrainer:
     """LoRA on the top layers of a transformers causal LM (see module doc).
 
@@ -287,76 +299,108 @@ class LoraTrainer:
         from tqdm import tqdm
 
         started = time.perf_counter()
-        recipe = self.recipe
-        kept = [ex for ex in examples if len(ex) <= recipe.max_tokens and ex.answer]
-        skipped = len(examples) - len(kept)
-        if not kept:
-            raise ValueError(f"no training example fits {recipe.max_tokens} tokens ({len(examples)} given)")
-        order = []
-        rng = random.Random(recipe.seed)
-        for _ in range(recipe.epochs):
-            epoch = list(range(len(kept)))
-            rng.shuffle(epoch)
-            order += epoch
+        kept, skipped = self._fitting(examples)
+        order = self._order(len(kept))
         total = len(order)
-        updates = math.ceil(total / recipe.accumulate)
-        optimizer = torch.optim.AdamW(self.trainable(), lr=recipe.learning_rate, weight_decay=0.0)
+        optimizer = torch.optim.AdamW(self.trainable(), lr=self.recipe.learning_rate, weight_decay=0.0)
         fingerprint = self.fingerprint(kept)
-        step, losses = self._resume(optimizer, fingerprint)
-
-        caching = 0.0
-        for i in range(step, len(kept)) if recipe.epochs > 1 else ():  # warm the cache first: then the lower
-            t0 = time.perf_counter()                                      # layers can leave memory
-            self.lower_hidden(kept[i])
-            caching += time.perf_counter() - t0
-        bar = tqdm(total=total, initial=step, desc="training LoRA", unit="ex", disable=not progress)
+        run = _Progress(*self._resume(optimizer, fingerprint))
+        run.caching = self._warm_cache(kept, run.step)
+        bar = tqdm(total=total, initial=run.step, desc="training LoRA", unit="ex", disable=not progress)
         self.model.train()
         optimizer.zero_grad()
-        training = 0.0
-        finished = True
         try:
-            while step < total:
+            while run.step < total:
                 if budget_s is not None and time.perf_counter() - started > budget_s:
-                    finished = False
+                    run.finished = False
                     break
-                example = kept[order[step]]
-                t0 = time.perf_counter()
-                hidden = self.lower_hidden(example)
-                t1 = time.perf_counter()
-                loss = self.answer_loss(example, hidden)
-                (loss / recipe.accumulate).backward()
-                step += 1
-                losses.append(loss.item())
-                if step % recipe.accumulate == 0 or step == total:
-                    for group in optimizer.param_groups:
-                        group["lr"] = _lr_at((step - 1) // recipe.accumulate, updates, recipe.learning_rate)
-                    torch.nn.utils.clip_grad_norm_(self.trainable(), 1.0)
-                    optimizer.step()
-                    optimizer.zero_grad()
-                    if (step // recipe.accumulate) % max(1, checkpoint_every // recipe.accumulate) == 0:
-                        self._checkpoint(optimizer, fingerprint, step, losses)
-                caching += t1 - t0
-                training += time.perf_counter() - t1
-                bar.set_postfix(loss=f"{sum(losses[-16:]) / len(losses[-16:]):.3f}")
+                self._train_on(kept[order[run.step]], run, optimizer, fingerprint, total, checkpoint_every)
+                bar.set_postfix(loss=f"{sum(run.losses[-16:]) / len(run.losses[-16:]):.3f}")
                 bar.update()
                 if on_step is not None:
-                    on_step(step, losses[-1])
+                    on_step(run.step, run.losses[-1])
         finally:
             bar.close()
-        if step < total and step % recipe.accumulate:  # a partial accumulation at a stop: not applied
+        self._settle(run, optimizer, fingerprint, total)
+        return self._report(kept, skipped, run, total, started)
+
+    def _fitting(self, examples: Sequence[TokenizedExample]) -> tuple[list[TokenizedExample], int]:
+        """The examples that fit `max_tokens` and have an answer, and how many did not: a cut read
+        would train the model to answer from text it was not shown."""
+        kept = [ex for ex in examples if len(ex) <= self.recipe.max_tokens and ex.answer]
+        if not kept:
+            raise ValueError(f"no training example fits {self.recipe.max_tokens} tokens ({len(examples)} given)")
+        return kept, len(examples) - len(kept)
+
+    def _order(self, n: int) -> list[int]:
+        """The examples' indices, each epoch shuffled by the recipe's seed, so a resumed run (which
+        restarts at a step of this order) sees the same sequence."""
+        order = []
+        rng = random.Random(self.recipe.seed)
+        for _ in range(self.recipe.epochs):
+            epoch = list(range(n))
+            rng.shuffle(epoch)
+            order += epoch
+        return order
+
+    def _warm_cache(self, kept: list[TokenizedExample], step: int) -> float:
+        """With several epochs, compute every example's lower hidden states first, so the lower
+        layers can leave memory before training; the seconds spent."""
+        caching = 0.0
+        for i in range(step, len(kept)) if self.recipe.epochs > 1 else ():
+            t0 = time.perf_counter()
+            self.lower_hidden(kept[i])
+            caching += time.perf_counter() - t0
+        return caching
+
+    def _train_on(self, example: TokenizedExample, run: _Progress, optimizer, fingerprint: str, total: int,
+                  checkpoint_every: int) -> None:
+        """One example's backward pass; at each `accumulate`-th example (and the last) the
+        optimizer step at the schedule's learning rate, checkpointed every `checkpoint_every`."""
+        import torch
+
+        recipe = self.recipe
+        t0 = time.perf_counter()
+        hidden = self.lower_hidden(example)
+        t1 = time.perf_counter()
+        loss = self.answer_loss(example, hidden)
+        (loss / recipe.accumulate).backward()
+        run.step += 1
+        run.losses.append(loss.item())
+        if run.step % recipe.accumulate == 0 or run.step == total:
+            updates = math.ceil(total / recipe.accumulate)
+            for group in optimizer.param_groups:
+                group["lr"] = _lr_at((run.step - 1) // recipe.accumulate, updates, recipe.learning_rate)
+            torch.nn.utils.clip_grad_norm_(self.trainable(), 1.0)
+            optimizer.step()
             optimizer.zero_grad()
-            step -= step % recipe.accumulate
-            losses = losses[:step]
-        self._checkpoint(optimizer, fingerprint, step, losses)
+            if (run.step // recipe.accumulate) % max(1, checkpoint_every // recipe.accumulate) == 0:
+                self._checkpoint(optimizer, fingerprint, run.step, run.losses)
+        run.caching += t1 - t0
+        run.training += time.perf_counter() - t1
+
+    def _settle(self, run: _Progress, optimizer, fingerprint: str, total: int) -> None:
+        """At the end or a stop: drop a partial accumulation (never applied, so a resumed run
+        redoes those examples), checkpoint, and leave the model in eval mode."""
+        if run.step < total and run.step % self.recipe.accumulate:
+            optimizer.zero_grad()
+            run.step -= run.step % self.recipe.accumulate
+            run.losses = run.losses[:run.step]
+        self._checkpoint(optimizer, fingerprint, run.step, run.losses)
         self.model.eval()
-        n = len(losses)
-        return TrainReport(examples=len(kept), skipped_too_long=skipped, steps_done=step, steps_total=total,
-                           seconds=round(time.perf_counter() - started, 1), seconds_caching=round(caching, 1),
-                           seconds_training=round(training, 1),
+
+    def _report(self, kept: list[TokenizedExample], skipped: int, run: _Progress, total: int,
+                started: float) -> TrainReport:
+        """The figures of this training (the first and last losses are means of up to 8)."""
+        losses, n = run.losses, len(run.losses)
+        return TrainReport(examples=len(kept), skipped_too_long=skipped, steps_done=run.step, steps_total=total,
+                           seconds=round(time.perf_counter() - started, 1), seconds_caching=round(run.caching, 1),
+                           seconds_training=round(run.training, 1),
                            mean_tokens=round(sum(len(ex) for ex in kept) / len(kept), 1),
                            first_loss=round(sum(losses[:8]) / min(8, n), 4) if n else None,
                            last_loss=round(sum(losses[-8:]) / min(8, n), 4) if n else None,
-                           peak_rss_gb=round(peak_rss_gb(), 2), finished=finished and step == total, losses=losses)
+                           peak_rss_gb=round(peak_rss_gb(), 2), finished=run.finished and run.step == total,
+                           losses=losses)
 
     def lora_state(self) -> dict[str, Any]:
         from peft import get_peft_model_state_dict

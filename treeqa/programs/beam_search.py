@@ -147,6 +147,32 @@ def voted(states: Iterable[SearchState], prefer: SearchState | None = None) -> S
     return best[preferred if preferred in tied else tied[0]]
 
 
+class _Search:
+    """One question's search: its states in creation order (a state's id is its index) and the
+    passages seen. A fresh one per `forward` call, so questions answered at once share nothing."""
+
+    def __init__(self, question: str, judge: PathJudge | None):
+        self.question, self.judge = question, judge
+        self.states: list[SearchState] = []
+        self.seen = PassageLog()
+
+    def behind(self, state: SearchState) -> list[Passage]:
+        """The passages behind every evidence on the state's path, root first."""
+        lineage = [state]
+        while lineage[-1].parent is not None:
+            lineage.append(self.states[lineage[-1].parent])
+        return [p for s in reversed(lineage) for p in s.passages]
+
+    def new_state(self, parent: SearchState | None, sub_question: str | None) -> SearchState:
+        """Register a state (ids in creation order); its LM calls come later, in `BeamSearchQA._fill`."""
+        depth = 0 if parent is None else parent.depth + 1
+        sub_questions = (parent.sub_questions if parent else []) + ([sub_question] if sub_question else [])
+        evidences = list(parent.evidences) if parent else []
+        state = SearchState(len(self.states), depth, parent.id if parent else None, sub_questions, evidences)
+        self.states.append(state)
+        return state
+
+
 class BeamSearchQA(JudgedProgram):
     """ALLIES: answer a question by beam search over (sub-question, evidence) histories.
 
@@ -288,86 +314,91 @@ class BeamSearchQA(JudgedProgram):
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)
-        states: list[SearchState] = []
-        seen = PassageLog()
-        judge = self._judge()
-        stop_at = judge.sufficiency.threshold if judge is not None else self.threshold
-
-        def behind(state: SearchState) -> list[Passage]:
-            """The passages behind every evidence on the state's path, root first."""
-            lineage = [state]
-            while lineage[-1].parent is not None:
-                lineage.append(states[lineage[-1].parent])
-            return [p for s in reversed(lineage) for p in s.passages]
-
-        def new_state(parent: SearchState | None, sub_question: str | None) -> SearchState:
-            """Register a state (ids in creation order); its LM calls come later, in `fill`."""
-            depth = 0 if parent is None else parent.depth + 1
-            sub_questions = (parent.sub_questions if parent else []) + ([sub_question] if sub_question else [])
-            evidences = list(parent.evidences) if parent else []
-            state = SearchState(len(states), depth, parent.id if parent else None, sub_questions, evidences)
-            states.append(state)
-            return state
-
-        def fill(state: SearchState) -> None:
-            """Evidence for the newest sub-question, then the answer and its score (thread-safe)."""
-            if state.sub_questions and len(state.evidences) < len(state.sub_questions):
-                if not self._add_evidence(state, question, state.sub_questions[-1]):
-                    state.status = "failed"
-                    return
-            self._answer_and_score(state, question, judge, behind(state))
-
-        def fill_all(batch: list[SearchState]) -> None:
-            map_calls(fill, batch, self.threads)
-            for state in batch:  # the passage log keeps creation order, whatever the threads did
-                seen.add(state.passages)
-
-        # beam 0: the two seeds (lines 1-8); without evidence the second seed would repeat the first
-        beam = [new_state(None, None)]
-        if self.evidence != "none":
-            beam.append(new_state(None, question))
-        fill_all(beam)
-        for seed in beam:
-            emit({"type": "state", "state": seed.to_dict()})
-        beam = rank([s for s in beam if s.status != "failed"])
+        search = _Search(question, self._judge())
+        stop_at = search.judge.sufficiency.threshold if search.judge is not None else self.threshold
+        beam = self._seeds(search)
         beams, stop = [[s.id for s in beam]], "max_depth"
         rounds = self.depth
         if not beam:  # every seed failed: nothing to expand
             rounds, stop = 0, "empty_beam"
         elif self.check_seeds and beam[0].confidence >= stop_at:
             rounds, stop = 0, "threshold"
+        beam, stop = self._expand(search, beam, beams, rounds, stop, stop_at)
+        return self._prediction(search, beam, beams, stop)
 
-        for _ in range(rounds):  # lines 9-25
-            asked = map_calls(lambda parent: self._ask(parent, question), beam, self.threads)
-            children = [new_state(parent, sq) for parent, sub_questions in zip(beam, asked, strict=True)
-                        for sq in sub_questions]
-            fill_all(children)
-            answered = rank([c for c in children if c.status != "failed"])
-            if not answered:  # nothing new to compare: the previous beam stays the last one
-                for child in children:
-                    emit({"type": "state", "state": child.to_dict()})
-                stop = "no_new_states"
-                break
-            beam = answered[: self.beam_size]
-            for pruned in answered[self.beam_size:]:
-                pruned.status = "pruned"
-            for child in children:  # once pruning has decided their status
-                emit({"type": "state", "state": child.to_dict()})
+    def _fill(self, search: _Search, state: SearchState) -> None:
+        """Evidence for the newest sub-question, then the answer and its score (thread-safe):
+        the LM calls of a state registered by `_Search.new_state`."""
+        if state.sub_questions and len(state.evidences) < len(state.sub_questions):
+            if not self._add_evidence(state, search.question, state.sub_questions[-1]):
+                state.status = "failed"
+                return
+        self._answer_and_score(state, search.question, search.judge, search.behind(state))
+
+    def _fill_all(self, search: _Search, batch: list[SearchState]) -> None:
+        """Fill a batch (concurrently with threads), then log its passages in creation order,
+        so the retrieved order is the same whatever the threads did."""
+        map_calls(lambda state: self._fill(search, state), batch, self.threads)
+        for state in batch:
+            search.seen.add(state.passages)
+
+    def _seeds(self, search: _Search) -> list[SearchState]:
+        """Beam 0 (lines 1-8): the answer without evidence and, unless `evidence="none"` (where
+        it would repeat the first), the answer with evidence for the question itself; ranked,
+        failed seeds left out."""
+        beam = [search.new_state(None, None)]
+        if self.evidence != "none":
+            beam.append(search.new_state(None, search.question))
+        self._fill_all(search, beam)
+        for seed in beam:
+            emit({"type": "state", "state": seed.to_dict()})
+        return rank([s for s in beam if s.status != "failed"])
+
+    def _expand(self, search: _Search, beam: list[SearchState], beams: list[list[int]], rounds: int,
+                stop: str, stop_at: float) -> tuple[list[SearchState], str]:
+        """Lines 9-25: up to `rounds` depths, each appending its beam's ids to `beams`; the last
+        beam and why the search stopped (`stop` when it ran every round)."""
+        for _ in range(rounds):
+            kept = self._next_depth(search, beam)
+            if not kept:  # nothing new to compare: the previous beam stays the last one
+                return beam, "no_new_states"
+            beam = kept
             beams.append([s.id for s in beam])
             if beam[0].confidence >= stop_at:
-                stop = "threshold"
-                break
+                return beam, "threshold"
+        return beam, stop
 
+    def _next_depth(self, search: _Search, beam: list[SearchState]) -> list[SearchState]:
+        """One depth: every state of `beam` asks, each new sub-question becomes a filled child;
+        the B most confident answered children are the new beam (the rest marked pruned); every
+        child is emitted once pruning has decided its status. Empty when no child was answered."""
+        asked = map_calls(lambda parent: self._ask(parent, search.question), beam, self.threads)
+        children = [search.new_state(parent, sq) for parent, sub_questions in zip(beam, asked, strict=True)
+                    for sq in sub_questions]
+        self._fill_all(search, children)
+        answered = rank([c for c in children if c.status != "failed"])
+        for pruned in answered[self.beam_size:]:
+            pruned.status = "pruned"
+        for child in children:
+            emit({"type": "state", "state": child.to_dict()})
+        return answered[: self.beam_size]
+
+    def _prediction(self, search: _Search, beam: list[SearchState], beams: list[list[int]],
+                    stop: str) -> dspy.Prediction:
+        """The answer (line 26, or the vote with `pick="vote"`), the whole tree, every failure
+        and, with retrieval, every passage seen."""
+        states = search.states
         best = beam[0] if beam else None  # line 26
         if self.pick == "vote":
             best = voted(states, prefer=best) or best
         failures = [{**f, "state": s.id} for s in states for f in s.failures]
-        tree = {"question": question, "settings": self.method_settings, "states": [s.to_dict() for s in states],
-                "beams": beams, "best": best.id if best else None, "stop": stop}
+        tree = {"question": search.question, "settings": self.method_settings,
+                "states": [s.to_dict() for s in states], "beams": beams, "best": best.id if best else None,
+                "stop": stop}
         outputs = {"answer": best.answer if best else "", "confidence": best.confidence if best else 0.0,
                    "tree": tree, "failures": failures}
         if self.evidence == "retrieval":
-            outputs["retrieved"] = seen.passages
+            outputs["retrieved"] = search.seen.passages
         return dspy.Prediction(**outputs)
 
     # --- the four functions of Section 4 --------------------------------------------------

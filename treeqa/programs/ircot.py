@@ -93,23 +93,44 @@ class IRCoT(Retrieving):
         trace = StepTrace(question)
         collected: list[Passage] = []
         stats = {"retrievals": 0, "dropped": 0}  # dropped: new passages found past max_passages
+        trace.step("search", query=question, passages=self._collect(question, collected, stats))
+        sentences, stop, stated = self._reason(question, collected, stats, trace, failures)
 
-        def search(query: str) -> list[Passage]:
-            """Retrieve for `query`; the passages that joined the collection."""
-            stats["retrievals"] += 1
-            seen, new = {p.id for p in collected}, []
-            for p in self.retriever.search(query, self.k):
-                if p.id in seen:
-                    continue
-                seen.add(p.id)
-                if len(collected) < self.max_passages:
-                    collected.append(p)
-                    new.append(p)
-                else:
-                    stats["dropped"] += 1
-            return new
+        mark = len(failures)
+        pred = safe_call(self.answer, failures, "answer", question=question, passages=self._shown(collected))
+        answer = clean_answer(pred.answer) if pred is not None else ""
+        answer_from = "reader" if answer else ("reasoning" if stated else "none")
+        answer = answer or stated or ""
+        conclusion = sentences[-1] if stop == "answered" else ""
+        trace.step("accept" if pred is not None else "reject", note="\n".join(filter(None, [conclusion,
+                   f"answer: {answer}" if answer else "no answer"])), failures=failures[mark:])
+        tree = trace.tree(stop=stop, **stats, reasoning_steps=len(sentences), passages=len(collected),
+                          answer_from=answer_from)
+        return dspy.Prediction(answer=answer, failures=failures, retrieved=trace.distinct_retrieved(),
+                               reasoning=sentences, tree=tree, stats=tree["stats"])
 
-        trace.step("search", query=question, passages=search(question))
+    def _collect(self, query: str, collected: list[Passage], stats: dict[str, int]) -> list[Passage]:
+        """Retrieve for `query`; the passages that joined the collection. Passages already
+        collected are skipped; new ones past `max_passages` are counted in `stats["dropped"]`."""
+        stats["retrievals"] += 1
+        seen, new = {p.id for p in collected}, []
+        for p in self.retriever.search(query, self.k):
+            if p.id in seen:
+                continue
+            seen.add(p.id)
+            if len(collected) < self.max_passages:
+                collected.append(p)
+                new.append(p)
+            else:
+                stats["dropped"] += 1
+        return new
+
+    def _reason(self, question: str, collected: list[Passage], stats: dict[str, int], trace: StepTrace,
+                failures: list[dict]) -> tuple[list[str], str, str | None]:
+        """The interleaved loop, apart so `forward` reads as search, reason, read: up to
+        `max_steps` sentences, each but a concluding or the last one searched, until one states
+        the answer, repeats, is blank or fails. Returns the sentences, why it stopped (the tree's
+        `stop`) and the answer a sentence stated (None if none did)."""
         sentences: list[str] = []
         stop, stated = "max_steps", None
         for step in range(1, self.max_steps + 1):
@@ -138,17 +159,5 @@ class IRCoT(Retrieving):
             if step == self.max_steps:
                 trace.step("reject", note=f"{sentence} [max_steps reached: not searched]")
                 break
-            trace.step("search", query=sentence, passages=search(sentence), note=sentence)
-
-        mark = len(failures)
-        pred = safe_call(self.answer, failures, "answer", question=question, passages=self._shown(collected))
-        answer = clean_answer(pred.answer) if pred is not None else ""
-        answer_from = "reader" if answer else ("reasoning" if stated else "none")
-        answer = answer or stated or ""
-        conclusion = sentences[-1] if stop == "answered" else ""
-        trace.step("accept" if pred is not None else "reject", note="\n".join(filter(None, [conclusion,
-                   f"answer: {answer}" if answer else "no answer"])), failures=failures[mark:])
-        tree = trace.tree(stop=stop, **stats, reasoning_steps=len(sentences), passages=len(collected),
-                          answer_from=answer_from)
-        return dspy.Prediction(answer=answer, failures=failures, retrieved=trace.distinct_retrieved(),
-                               reasoning=sentences, tree=tree, stats=tree["stats"])
+            trace.step("search", query=sentence, passages=self._collect(sentence, collected, stats), note=sentence)
+        return sentences, stop, stated

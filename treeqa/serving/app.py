@@ -303,6 +303,16 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
     app.add_middleware(HostCheck, allowed=allowed)
     runner = Runner(served, concurrency, queue_size, time_limit)
     app.state.runner = runner
+    _add_error_handlers(app)
+    _add_info_routes(app, served)
+    _add_ask_routes(app, runner)
+    _add_page(app)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as JSON `{"error": ...}`: ours with their status, FastAPI's validation and
+    HTTP errors in the same shape, and a crash as a bare 500 (its details stay in the log)."""
 
     @app.exception_handler(ServeError)
     async def serve_error(request: Request, exc: ServeError):
@@ -322,6 +332,10 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
         log.exception("request failed")  # the details stay in the server's log
         return JSONResponse({"error": "internal error; the server's log has the details"}, status_code=500)
 
+
+def _add_info_routes(app: FastAPI, served: Served) -> None:
+    """GET /healthz and GET /v1/program: what needs no LM call."""
+
     @app.get("/healthz")
     async def healthz():
         return {"status": "ok"}
@@ -329,6 +343,11 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
     @app.get("/v1/program")
     async def program_info():
         return served.info
+
+
+def _add_ask_routes(app: FastAPI, runner: Runner) -> None:
+    """POST /v1/ask and /v1/ask/stream, both through `runner`; each refuses a full queue before
+    reading the body (and, streaming, before the stream opens, so with a proper status)."""
 
     @app.post("/v1/ask")
     async def ask(request: Request):
@@ -346,41 +365,47 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
         def listener(event: dict) -> None:  # called in the worker thread
             loop.call_soon_threadsafe(steps.put_nowait, scrub(json.loads(json.dumps(event, default=str))))
 
-        async def events():
-            task = asyncio.ensure_future(runner.run(question, listener, cancel))
-            try:
-                while True:
-                    step = asyncio.ensure_future(steps.get())
-                    done, _ = await asyncio.wait({step, task}, return_when=asyncio.FIRST_COMPLETED)
-                    if step in done:
-                        yield {"event": "step", "data": json.dumps(step.result())}
-                        continue
-                    step.cancel()
-                    while not steps.empty():
-                        yield {"event": "step", "data": json.dumps(steps.get_nowait())}
-                    break
-                try:
-                    yield {"event": "answer", "data": json.dumps(task.result())}
-                except ServeError as exc:
-                    yield {"event": "error", "data": json.dumps(exc.body() | {"status": exc.status})}
-                except Exception:  # noqa: BLE001 - the stream reports it; the server goes on
-                    log.exception("stream failed")
-                    yield {"event": "error", "data": json.dumps({"error": "internal error; the server's log has "
-                                                                          "the details", "status": 500})}
-            finally:  # the client left (or the stream ended): a search still running stops at its next step
-                if not task.done():
-                    cancel.set()
-                    log.info("stream client went away: its search stops at the next step")
+        return EventSourceResponse(_stream_events(runner, question, listener, steps, cancel))
 
-        return EventSourceResponse(events())
 
+async def _stream_events(runner: Runner, question: str, listener, steps: asyncio.Queue,
+                         cancel: threading.Event):
+    """The server-sent events of one streamed question: a "step" for each step the search takes
+    (`listener` queues them in `steps`), then its "answer" or "error"; a client that leaves sets
+    `cancel`, so its search stops at its next step rather than holding the engine."""
+    task = asyncio.ensure_future(runner.run(question, listener, cancel))
+    try:
+        while True:
+            step = asyncio.ensure_future(steps.get())
+            done, _ = await asyncio.wait({step, task}, return_when=asyncio.FIRST_COMPLETED)
+            if step in done:
+                yield {"event": "step", "data": json.dumps(step.result())}
+                continue
+            step.cancel()
+            while not steps.empty():
+                yield {"event": "step", "data": json.dumps(steps.get_nowait())}
+            break
+        try:
+            yield {"event": "answer", "data": json.dumps(task.result())}
+        except ServeError as exc:
+            yield {"event": "error", "data": json.dumps(exc.body() | {"status": exc.status})}
+        except Exception:  # noqa: BLE001 - the stream reports it; the server goes on
+            log.exception("stream failed")
+            yield {"event": "error", "data": json.dumps({"error": "internal error; the server's log has "
+                                                                  "the details", "status": 500})}
+    finally:  # the client left (or the stream ended): a search still running stops at its next step
+        if not task.done():
+            cancel.set()
+            log.info("stream client went away: its search stops at the next step")
+
+
+def _add_page(app: FastAPI) -> None:
+    """The page the tree is drawn on: GET / and its files under /static."""
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/")
     async def page():
         return FileResponse(STATIC / "index.html")
-
-    return app
 
 
 def program_info(program: dspy.Module, name: str, lm: dspy.BaseLM, dataset: str | None,
