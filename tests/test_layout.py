@@ -160,7 +160,7 @@ def test_test_modules_import_shared_helpers_from_fakes_only():
     module under tests/ or tests/fakes/ (conftest.py aside) imports another test module, conftest
     or any tests module but `tests.fakes` and its submodules, at the top or inside a function."""
     offenders = []
-    for path in sorted([*TESTS.glob("*.py"), *(TESTS / "fakes").glob("*.py")]):
+    for path in sorted(p for p in TESTS.rglob("*.py") if "fixtures" not in p.relative_to(TESTS).parts):
         if path.name == "conftest.py":
             continue
         package = ".".join(path.relative_to(TESTS.parent).parent.parts)
@@ -191,3 +191,21 @@ def test_no_function_is_over_sixty_lines():
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} "
                                 f"({node.end_lineno - first + 1} lines)")
     assert long == [], "; ".join(long)
+
+
+# folders of tests that mirror no package: the real model and data, and the benchmark scripts
+OWN_TEST_FOLDERS = {"integration", "benchmarks", "fakes", "fixtures"}
+# what tests the package as a whole stays at the top of tests/
+TOP_LEVEL_TESTS = {"test_layout.py", "test_docs_blocks.py", "test_public_api.py", "test_registry.py"}
+
+
+def test_tests_mirror_the_package():
+    """tests/<package>/ tests treeqa/<package>/; the integration tests have their own folder."""
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert folders - packages - OWN_TEST_FOLDERS == set()
+    assert {p.name for p in TESTS.glob("test_*.py")} <= TOP_LEVEL_TESTS
+    integration = {p.name for p in (TESTS / "integration").glob("test_*.py")}
+    for path in TESTS.rglob("test_*.py"):
+        marked = "pytest.mark.integration" in path.read_text()
+        assert marked == (path.name in integration) or path.parent.name != "integration", path

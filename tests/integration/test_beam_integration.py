@@ -3,7 +3,7 @@ dense retriever over the pooled corpus. The NQ preset cut to depth 1 (at most 19
 question) keeps it to a few minutes.
 
 Run under the shared CPU lock:
-    flock /tmp/treeqa-cpu.lock .venv/bin/python -m pytest tests/test_beam_integration.py -m integration -s -q
+    flock /tmp/treeqa-cpu.lock .venv/bin/python -m pytest tests/integration/test_beam_integration.py -s -q
 """
 
 import json

@@ -2,7 +2,7 @@
 retriever over the pooled corpus. Small trees (widths 3, 2; depth 2) keep it to minutes.
 
 Run under the shared CPU lock:
-    flock /tmp/treeqa-cpu.lock .venv/bin/python -m pytest tests/test_tor_integration.py -m integration -s -q
+    flock /tmp/treeqa-cpu.lock .venv/bin/python -m pytest tests/integration/test_tor_integration.py -m integration -s -q
 """
 
 import json

@@ -266,24 +266,6 @@ def test_ray_window_resume_and_errors_without_a_cluster(tmp_path, monkeypatch):
         DenseRetriever.for_file(path, tmp_path / "idx2", "r", batch_size=4, ray_address="local")
 
 
-@pytest.mark.integration
-def test_ray_builds_the_same_index_as_one_machine(tmp_path):
-    """A local Ray instance embeds a small corpus with the real encoder: the same vectors and
-    the same search results as the build on this machine."""
-    pytest.importorskip("ray")
-    import ray
-
-    docs = [{"id": f"d{i}", "title": f"Topic {i}", "text": f"Paragraph {i} is about subject {i % 9} and place {i % 4}."}
-            for i in range(40)]
-    path = _write(tmp_path / "c.jsonl", docs)
-    try:
-        on_ray = DenseRetriever.for_file(path, tmp_path / "ray", "r", batch_size=8, ray_address="local")
-    finally:
-        ray.shutdown()
-    here = DenseRetriever.for_file(path, tmp_path / "here", "r", batch_size=8)
-    assert np.allclose(on_ray.index.reconstruct_n(0, 40), here.index.reconstruct_n(0, 40), atol=1e-5)
-    query = "subject 3 and place 1"
-    assert [p.id for p in on_ray.search(query, 5)] == [p.id for p in here.search(query, 5)]
 
 
 # benchmarks/faults.md, second round #8: a compiled program searches, and its run names, the corpus it was compiled with

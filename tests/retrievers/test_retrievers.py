@@ -2,8 +2,7 @@ import json
 
 import pytest
 
-from tests.fakes import SHARED_DATA, requires_shared_data
-from treeqa.data import load_corpus, load_split
+from treeqa.data import load_corpus
 from treeqa.data.corpus import Passage, passage_id
 from treeqa.retrievers import BM25Retriever, DenseRetriever, IndexMissingError, get_retriever, store
 from treeqa.retrievers.encoder import model_name
@@ -152,17 +151,6 @@ def test_a_registered_kind_is_offered_wherever_a_retriever_is_chosen(fixture_dat
         get_retriever("hotpotqa", "echo")
 
 
-@requires_shared_data
-@pytest.mark.integration
-def test_dense_finds_gold_paragraph_on_real_pooled_hotpotqa(settings_env):
-    """The first dev question (Scott Derrickson / Ed Wood) among ~4k real paragraphs."""
-    settings_env(data_dir=SHARED_DATA)
-    retriever = get_retriever("hotpotqa", "dense")
-    assert len(retriever.passages) > 3000
-    example = load_split("hotpotqa", "dev")[0]
-    assert example.question == "Were Scott Derrickson and Ed Wood of the same nationality?"
-    top5 = {p.title for p in retriever.search(example.question, 5)}
-    assert top5 & set(example.gold_titles), top5
 
 
 # --- indexes are checked against their manifest ------------------------------------------
