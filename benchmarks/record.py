@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from treeqa.evaluation.records import read_records
+from treeqa.evaluation.records import read_records, records_file
 from treeqa.evaluation.stats import NO_DIFFERENCE, compare_records, run_intervals
 from treeqa.evaluation.tables import comparison_table
 
@@ -43,7 +43,7 @@ def _entry(run_dir: Path) -> dict:
     if not (run_dir / "summary.json").is_file() and (run_dir / "compiled" / "summary.json").is_file():
         kind, run_dir = "optimize, compiled side only (its zero-shot side unfinished)", run_dir / "compiled"
     summary = json.loads((run_dir / "summary.json").read_text())
-    figures = {**summary["summary"], **run_intervals(read_records(run_dir / "predictions.jsonl"))}
+    figures = {**summary["summary"], **run_intervals(read_records(records_file(run_dir)))}
     spec = summary["spec"]
     if kind != "evaluate" and (run_dir.parent / "spec.json").is_file():  # the optimize spec, not its side's
         spec = json.loads((run_dir.parent / "spec.json").read_text())
@@ -54,10 +54,10 @@ def _entry(run_dir: Path) -> dict:
 
 def _records_of(run_dir: Path) -> Path:
     """A run's records: an evaluate run's own, an optimize run's compiled program's (also while
-    its zero-shot side, which runs last, is unfinished)."""
-    if (run_dir / "report.json").is_file() or not (run_dir / "predictions.jsonl").is_file():
-        return run_dir / "compiled" / "predictions.jsonl"
-    return run_dir / "predictions.jsonl"
+    its zero-shot side, which runs last, is unfinished), plain or compressed (`records_file`)."""
+    if (run_dir / "report.json").is_file() or not records_file(run_dir).is_file():
+        return records_file(run_dir / "compiled")
+    return records_file(run_dir)
 
 
 def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
