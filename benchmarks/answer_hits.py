@@ -22,7 +22,7 @@ from statistics import mean
 from treeqa.data.answers import RECALL_K
 from treeqa.data.corpus import load_corpus
 from treeqa.evaluation.metrics import answer_hit_at_k
-from treeqa.evaluation.records import read_records
+from treeqa.evaluation.records import read_records, records_file
 from treeqa.retrievers import get_retriever
 
 KEY = f"answer_hit@{RECALL_K}"
@@ -53,7 +53,7 @@ def hits_of(run_dir: Path) -> tuple[str, list[float] | None]:
         spec = json.loads(report.read_text())["spec"]
     else:
         spec = json.loads((run_dir / "spec.json").read_text())
-    records = read_records(run_dir / ("compiled/predictions.jsonl" if report.is_file() else "predictions.jsonl"))
+    records = read_records(records_file(run_dir / "compiled" if report.is_file() else run_dir))
     records = [r for r in records if not r.get("error")]
     if all(KEY in r for r in records):
         return run_dir.name, [r[KEY] for r in records]

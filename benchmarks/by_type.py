@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from treeqa.data import load_examples
-from treeqa.evaluation.records import read_records
+from treeqa.evaluation.records import read_records, records_file
 
 
 def accepted_full_path(record: dict, gold: set[str]) -> bool:
@@ -37,9 +37,9 @@ def main(run_dir: str, base_dir: str, data_file: str) -> None:
     spec = json.loads((Path(run_dir) / "spec.json").read_text())
     gold = {ex.id: set(ex.get("gold_ids") or []) for ex in load_examples(
         spec["dataset"], spec["split"], n=spec["n"], seed=spec["seed"], skip=spec.get("skip", 0))}
-    base = {r["id"]: r for r in read_records(Path(base_dir) / "predictions.jsonl")}
+    base = {r["id"]: r for r in read_records(records_file(base_dir))}
     rows = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])  # n, EM run, EM base, won, lost
-    for r in read_records(Path(run_dir) / "predictions.jsonl"):
+    for r in read_records(records_file(run_dir)):
         b = base.get(r["id"])
         if b is None:
             continue

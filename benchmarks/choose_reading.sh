@@ -42,10 +42,10 @@ done
 "$BIN/python" - "$OUT/train$N" "${choices[@]}" <<'EOF'
 import json, sys
 from pathlib import Path
-from treeqa.evaluation.records import read_records
+from treeqa.evaluation.records import read_records, records_file
 from treeqa.evaluation.stats import compare_records
 out, choices = Path(sys.argv[1]), sys.argv[2:]
-runs = {rt: read_records(out.parent / f"{out.name}-{rt}" / "predictions.jsonl") for rt in choices}
+runs = {rt: read_records(records_file(out.parent / f"{out.name}-{rt}")) for rt in choices}
 for rt, records in runs.items():
     em = 100 * sum(r["em"] for r in records) / len(records)
     fallback = sum(1 for r in records if (r.get("tree") or {}).get("stats", {}).get("fused_from") in ("fallback", "top"))

@@ -2,7 +2,7 @@
 
     python benchmarks/decisions.py RUN_DIR [RUN_DIR ...] [--out benchmarks/decisions.md]
 
-Each RUN_DIR is a `treeqa evaluate` folder (spec.json + predictions.jsonl). The gold
+Each RUN_DIR is a `treeqa evaluate` folder (spec.json + predictions.jsonl or .jsonl.gz). The gold
 paragraphs come from the run's own questions (dataset, split, n and seed of its spec). See
 `treeqa/evaluation/decisions.py` for what each figure means.
 """
@@ -15,14 +15,14 @@ from pathlib import Path
 
 from treeqa.data import load_examples
 from treeqa.evaluation.decisions import decisions, percent
-from treeqa.evaluation.records import read_records
+from treeqa.evaluation.records import read_records, records_file
 
 
 def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
     spec = json.loads((run_dir / "spec.json").read_text())
     examples = load_examples(spec["dataset"], spec["split"], n=spec["n"], seed=spec["seed"], skip=spec.get("skip", 0))
     gold = {ex.id: ex.get("gold_ids") or [] for ex in examples}
-    records = read_records(run_dir / "predictions.jsonl")
+    records = read_records(records_file(run_dir))
     strangers = [r["id"] for r in records if r["id"] not in gold]
     if strangers:  # questions of another sample would be scored against no gold at all
         raise SystemExit(f"{run_dir}: {len(strangers)} records are not questions of its spec's sample "

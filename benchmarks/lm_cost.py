@@ -23,6 +23,7 @@ import dspy
 
 from treeqa.data import load_examples
 from treeqa.evaluation.loop import run_example
+from treeqa.evaluation.records import read_records, records_file
 from treeqa.lm import adapter_for, get_lm
 from treeqa.programs import build_program, uses_retriever
 from treeqa.retrievers import get_retriever
@@ -43,11 +44,7 @@ def from_run(run_dir: Path, n: int) -> dict:
     """The same row from an evaluate run's records (its first n questions, in sample order)."""
     spec = json.loads((run_dir / "spec.json").read_text())
     ids = [ex.id for ex in load_examples(spec["dataset"], spec["split"], n=n, seed=spec["seed"])]
-    by_id = {}
-    for line in (run_dir / "predictions.jsonl").read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            by_id[record["id"]] = record
+    by_id = {record["id"]: record for record in read_records(records_file(run_dir))}
     missing = [i for i in ids if i not in by_id]
     if missing:
         raise SystemExit(f"{run_dir}: {len(missing)} of the first {n} questions are not done yet")

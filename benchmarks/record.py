@@ -1,4 +1,4 @@
-"""Record finished runs as a reproducibility file and refresh the benchmarks table.
+"""Record finished runs as a reproducibility file and refresh the results page.
 
     python benchmarks/record.py NAME RUN_DIR [RUN_DIR ...] [--pair tor:cor ...] [--note "..."]
 
@@ -6,8 +6,8 @@ Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa 
 (report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
 (EM and F1 with 95% bootstrap intervals), like pyserini's regression files, and for each
 `--pair A:B` (runs named by their folder's name, optimize runs with their compiled records)
-the paired comparison on their common questions. README.md in this folder is rebuilt from
-every YAML here.
+the paired comparison on their common questions. docs/results.md is rebuilt from every YAML
+here (`results_page.py`); README.md in this folder is written by hand and quotes them.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from treeqa.evaluation.records import read_records
-from treeqa.evaluation.stats import NO_DIFFERENCE, compare_records, run_intervals
-from treeqa.evaluation.tables import comparison_table
+from treeqa.evaluation.records import read_records, records_file
+from treeqa.evaluation.stats import compare_records, run_intervals
 
 HERE = Path(__file__).parent
 FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions", "answer_hit@15", "lm_calls_per_q",
@@ -43,7 +42,7 @@ def _entry(run_dir: Path) -> dict:
     if not (run_dir / "summary.json").is_file() and (run_dir / "compiled" / "summary.json").is_file():
         kind, run_dir = "optimize, compiled side only (its zero-shot side unfinished)", run_dir / "compiled"
     summary = json.loads((run_dir / "summary.json").read_text())
-    figures = {**summary["summary"], **run_intervals(read_records(run_dir / "predictions.jsonl"))}
+    figures = {**summary["summary"], **run_intervals(read_records(records_file(run_dir)))}
     spec = summary["spec"]
     if kind != "evaluate" and (run_dir.parent / "spec.json").is_file():  # the optimize spec, not its side's
         spec = json.loads((run_dir.parent / "spec.json").read_text())
@@ -54,10 +53,10 @@ def _entry(run_dir: Path) -> dict:
 
 def _records_of(run_dir: Path) -> Path:
     """A run's records: an evaluate run's own, an optimize run's compiled program's (also while
-    its zero-shot side, which runs last, is unfinished)."""
-    if (run_dir / "report.json").is_file() or not (run_dir / "predictions.jsonl").is_file():
-        return run_dir / "compiled" / "predictions.jsonl"
-    return run_dir / "predictions.jsonl"
+    its zero-shot side, which runs last, is unfinished), plain or compressed (`records_file`)."""
+    if (run_dir / "report.json").is_file() or not records_file(run_dir).is_file():
+        return records_file(run_dir / "compiled")
+    return records_file(run_dir)
 
 
 def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
@@ -124,49 +123,6 @@ def _variants(entry: dict) -> list[tuple[str, dict]]:
     return [("zero-shot", entry["zero_shot"]), (compiled, entry["compiled"])]
 
 
-def rebuild_readme() -> None:
-    rows = ["| file | program | dataset | setting | n | EM [95% CI] | F1 [95% CI] | R@15 | A@15 | calls/q | s/q |",
-            "|---" * 11 + "|"]
-    paired = []
-    for path in sorted(HERE.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        if doc.get("comparisons"):
-            paired.append(f"### {path.name}\n\n{comparison_table(doc['comparisons'])}\n")
-        for entry in doc["runs"]:
-            spec = entry["spec"]
-            dataset = f"{spec['dataset']} {spec.get('split', '')}".strip()
-            variants = _variants(entry)
-            for setting, fig in variants:
-                rows.append(f"| {path.name} | {_label(entry)} | {dataset} | {setting} | {fig.get('n')} | "
-                            f"{_cell(fig, 'em')} | {_cell(fig, 'f1')} | {_recall(fig)} | "
-                            f"{fig.get('answer_hit@15', '–')} | "
-                            f"{fig.get('lm_calls_per_q')} | {fig.get('seconds_per_q')} |")
-    (HERE / "README.md").write_text(
-        "# Benchmarks\n\nEvery figure below was measured on a 2-core CPU with the embedded model "
-        "(Qwen2.5-Coder-1.5B-Instruct Q4_K_M) unless the YAML says otherwise; each YAML file holds the exact "
-        "commands, settings, versions and all figures. `lm_cost.md`, `engine_paths.md`, `prefix_reuse.md` and "
-        "`foundation.md` are the speed benchmarks (`drafts.md`: speculative decoding, measured and removed); "
-        "`index_scale.md` (this CPU) and `embed_gpu.md` (one H100) the indexing ones; "
-        "`path_judge.md` measures the compiled path judge on annotated dev paths and `decisions*.md` how the "
-        "searches decided; `faults.md` lists the faults tried and what happens now; `demo_pool.md` counts "
-        "which recorded reads may be reader demos in the model's window.\n\n"
-        "EM and F1 carry 95% bootstrap intervals over the questions (10,000 seeded resamples). On 30 questions "
-        "one question is 3.3 EM; whether two rows differ is not read off their intervals but from a paired "
-        "comparison on the same questions (below). The dev30 files were recorded before the intervals existed: "
-        "their EM interval is computed from n and the EM count (the same bootstrap), their F1 has none, and their "
-        "recall@15 counted gold titles, not gold paragraphs. R@15 is recall@15 of the gold paragraphs; A@15 the "
-        "share of questions where one of the first 15 passages seen holds a gold answer (DPR's has-answer test, "
-        "ALLIES' Table 3), recorded since 2026-11-24's third session (– in older runs).\n\n" + "\n".join(rows)
-        + "\n\n## Paired comparisons\n\n"
-        "A vs B on their common questions: the mean difference A - B with its 95% paired-bootstrap interval, the "
-        "questions A won / lost / tied on EM, and the exact McNemar (sign) test. A verdict says better or worse "
-        "only when the interval excludes 0 and the McNemar test agrees (p < 0.05), else "
-        f"\"{NO_DIFFERENCE}\". The last column, where both runs retrieve gold paragraphs: EM of A and of B on the "
-        "questions where both had every gold paragraph among their first 15 passages, with the paired 95% "
-        "interval of A - B there (how well each answers from evidence that holds the answer; recorded since "
-        "2026-11-25, – in files recorded before).\n\n" + "\n".join(paired))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name")
@@ -178,11 +134,10 @@ def main() -> None:
     if args.pair:
         doc["comparisons"] = _pairs(args.runs, args.pair)
     (HERE / f"{args.name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
-    rebuild_readme()
     from results_page import PAGE, page  # docs/results.md, from the same YAMLs
 
     PAGE.write_text(page())
-    print(f"wrote {HERE / (args.name + '.yaml')} and the table in {HERE / 'README.md'}")
+    print(f"wrote {HERE / (args.name + '.yaml')} and {PAGE}")
 
 
 if __name__ == "__main__":

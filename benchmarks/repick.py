@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from treeqa.evaluation.metrics import exact_match, f1_score
-from treeqa.evaluation.records import read_records, summarize
+from treeqa.evaluation.records import RECORDS_NAME, read_records, records_file, summarize
 from treeqa.evaluation.runs import versions
 from treeqa.programs.beam_search import PICKS, SearchState, voted
 
@@ -59,14 +59,14 @@ def main(argv: list[str] | None = None) -> None:
     spec = json.loads(spec_path.read_text())
     if spec.get("program") != "beam":
         raise SystemExit(f"{args.run}: a {spec.get('program')!r} run; only beam runs have a pick")
-    records = read_records(args.run / "predictions.jsonl")
+    records = read_records(records_file(args.run))
     if not records:
         raise SystemExit(f"{args.run}: no records to pick from")
     args.out.mkdir(parents=True, exist_ok=True)
-    if (args.out / "predictions.jsonl").exists():
+    if records_file(args.out).exists():  # plain or compressed
         raise SystemExit(f"{args.out} already holds records: pick into a new folder")
     out_records = [repicked(r, args.pick) for r in records]
-    with open(args.out / "predictions.jsonl", "w") as f:
+    with open(args.out / RECORDS_NAME, "w") as f:
         for record in out_records:
             f.write(json.dumps(record) + "\n")
     params = {**(spec.get("params") or {}), "pick": args.pick, "_repicked_from": str(args.run)}

@@ -11,9 +11,10 @@ not compared. Prints one line per question and each field that differs; exits 1 
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+
+from treeqa.evaluation.records import read_records, records_file
 
 FIELDS = ("prediction", "em", "f1", "recall@15", "lm_calls", "prompt_tokens", "completion_tokens",
           "parse_attempts", "parse_failures", "failed_calls", "error")
@@ -21,15 +22,11 @@ NOT_COMPARED = ("seconds", "lm_seconds", "prompt_tokens_cached", "run")  # timin
 
 
 def records(run: Path) -> dict[str, dict]:
-    path = run / "predictions.jsonl"
+    """A run's records by id, from its predictions.jsonl or, once compressed, predictions.jsonl.gz."""
+    path = records_file(run)
     if not path.is_file():
         raise SystemExit(f"error: {path} does not exist")
-    out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            out[record["id"]] = record
-    return out
+    return {record["id"]: record for record in read_records(path)}
 
 
 def differences(old: dict, new: dict) -> list[str]:

@@ -11,8 +11,9 @@
 #   steps: rta tor tor-path-judge tor-read tor-path-judge-reader record, and the replays below
 #   (default: all but tor-read, in this order; tor-read evaluates the compile choose_reading.sh
 #   made on this set's train for READING (default READ_TOP; e.g. READING=paragraph-3), read from
-#   READ_FROM (default runs/hotpotqa-train40-reading for HotpotQA, the README's read_top=3 row,
-#   runs/$DATASET-train100-reading otherwise); out folder tor-path-judge-read-3 for a number,
+#   READ_FROM (default runs/hotpotqa-train40-reading for HotpotQA, whose compile-3 the recorded
+#   tor-path-judge-read-3 run evaluated, runs/$DATASET-train100-reading otherwise); out folder
+#   tor-path-judge-read-3 for a number,
 #   tor-path-judge-paragraph-3 for a fusion reader). tor-path-judge is the
 #   program's default compile (the judge, the paper's reader). tor-path-judge-reader is the composed compile
 #   (issue 24, item 2): the judge first (reading the top READ_TOP, as chosen on train), then the

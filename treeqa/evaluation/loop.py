@@ -23,7 +23,14 @@ from dspy.utils.callback import BaseCallback
 
 from treeqa.data.answers import RECALL_K
 from treeqa.evaluation.metrics import answer_hit_at_k, exact_match, f1_score, recall_at_k
-from treeqa.evaluation.records import failed, open_for_append, read_records, rewrite_records, summarize
+from treeqa.evaluation.records import (
+    failed,
+    open_for_append,
+    read_records,
+    refuse_compressed,
+    rewrite_records,
+    summarize,
+)
 
 
 class ParseCounter(BaseCallback):
@@ -262,7 +269,9 @@ class _RecordSink:
 
 def _earlier_records(out_path: Path, run_key: str | None, retry_failed: bool) -> dict[str, dict]:
     """The records already in `out_path` by id (less the failed ones with `retry_failed`, which are
-    rewritten out of the file); records of another run key are refused."""
+    rewritten out of the file); records of another run key are refused, and so is a file whose
+    records are compressed beside it (appending would start a second file)."""
+    refuse_compressed(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     done = {r["id"]: r for r in read_records(out_path)}
     foreign = {r.get("run") for r in done.values() if r.get("run", run_key) != run_key}

@@ -1,12 +1,15 @@
-"""A run's records, one JSON line per question: read back (skipping what cannot be a record),
-appended, rewritten atomically, summarized."""
+"""A run's records, one JSON line per question: found in a run folder (plain, or compressed once
+the run is finished), read back (skipping what cannot be a record), appended, rewritten
+atomically, summarized."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
 import os
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from statistics import mean
@@ -19,6 +22,49 @@ log = logging.getLogger(__name__)
 
 
 MAX_RECORD_BYTES = 32 << 20  # one question's record, its search tree included (a real one is under 1 MB)
+RECORDS_NAME = "predictions.jsonl"  # what a run appends to, one record a question
+COMPRESSED_SUFFIX = ".gz"  # a finished run's records may be kept compressed (those under benchmarks/runs are)
+
+
+def _compressed(path: Path) -> Path:
+    return path.with_name(path.name + COMPRESSED_SUFFIX)
+
+
+def records_file(run_dir: str | Path) -> Path:
+    """The records file of a run folder: `predictions.jsonl`, or `predictions.jsonl.gz` where
+    only the compressed one is there (a finished run, kept compressed); the plain name where
+    there is neither (where a run writes). A folder with both is refused: which of the two
+    holds the run is not known."""
+    plain = Path(run_dir) / RECORDS_NAME
+    packed = _compressed(plain)
+    if not os.path.lexists(packed):
+        return plain
+    if os.path.lexists(plain):
+        raise ValueError(f"{run_dir} holds both {RECORDS_NAME} and {packed.name}: keep the one that holds "
+                         "the run's records and remove the other")
+    return packed
+
+
+def refuse_compressed(path: Path) -> None:
+    """Before a run appends to `path` (resumes): where the run's records are compressed beside
+    it, appending would start a second file of records; refused, saying how to resume."""
+    packed = _compressed(Path(path))
+    if os.path.lexists(packed):
+        raise ValueError(f"{packed} holds this run's records compressed: to resume the run, decompress them "
+                         f"first (gunzip {packed})")
+
+
+def copy_records(source_dir: Path, out_dir: Path) -> None:
+    """Copy a run's records into `out_dir` as the plain file a run appends to (decompressed if
+    the source's are compressed); a source without records copies nothing."""
+    source = records_file(source_dir)
+    if not source.is_file():
+        return
+    target = Path(out_dir) / RECORDS_NAME
+    refuse_compressed(target)
+    with _open_binary(source) as src, target.open("wb") as dst:
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
 
 
 def _finite_number(value: Any) -> bool:
@@ -42,37 +88,53 @@ def _lines(fh, limit: int):
         yield lineno, raw
 
 
+def _open_binary(path: Path):
+    """The file's bytes, decompressed when its name ends in `.gz`."""
+    return gzip.open(path, "rb") if path.name.endswith(COMPRESSED_SUFFIX) else path.open("rb")
+
+
 def read_records(path: Path) -> list[dict]:
     """Records of an earlier run, one per question id (a later line for an id replaces an
-    earlier one). A line that cannot be a record (torn by a kill mid-write, not UTF-8, nested
-    too deeply to parse, over MAX_RECORD_BYTES, not a JSON object with an `id` and numeric `em`
-    and `f1`) is skipped with a warning naming the file and line."""
+    earlier one); a `.gz` file is read decompressed (`records_file` finds a folder's). A line
+    that cannot be a record (torn by a kill mid-write, not UTF-8, nested too deeply to parse,
+    over MAX_RECORD_BYTES, not a JSON object with an `id` and numeric `em` and `f1`) is skipped
+    with a warning naming the file and line; a compressed file cut short or corrupt keeps the
+    records before the fault, with a warning."""
+    path = Path(path)
     if not path.is_file():
         return []
     records: dict[str, dict] = {}
-    with path.open("rb") as fh:
-        for lineno, raw in _lines(fh, MAX_RECORD_BYTES):
-            if raw is None:
-                log.warning("%s, line %d: skipped, over %d bytes (not a record)", path, lineno, MAX_RECORD_BYTES)
-                continue
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                log.warning("%s, line %d: skipped, not a readable record (%s)", path, lineno, exc)
-                continue
-            except RecursionError:
-                log.warning("%s, line %d: skipped, nested too deeply to be a record", path, lineno)
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-                log.warning("%s, line %d: skipped, a record needs a string id", path, lineno)
-                continue
-            if not all(_finite_number(record.get(key)) for key in ("em", "f1")):
-                log.warning("%s, line %d: skipped, a record needs numbers 'em' and 'f1'", path, lineno)
-                continue
-            records[record["id"]] = record
+    with _open_binary(path) as fh:
+        try:
+            _read_into(records, path, fh)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            log.warning("%s: compressed records cut short or corrupt (%s); %d records read before it",
+                        path, exc, len(records))
     return list(records.values())
+
+
+def _read_into(records: dict[str, dict], path: Path, fh) -> None:
+    for lineno, raw in _lines(fh, MAX_RECORD_BYTES):
+        if raw is None:
+            log.warning("%s, line %d: skipped, over %d bytes (not a record)", path, lineno, MAX_RECORD_BYTES)
+            continue
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            log.warning("%s, line %d: skipped, not a readable record (%s)", path, lineno, exc)
+            continue
+        except RecursionError:
+            log.warning("%s, line %d: skipped, nested too deeply to be a record", path, lineno)
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+            log.warning("%s, line %d: skipped, a record needs a string id", path, lineno)
+            continue
+        if not all(_finite_number(record.get(key)) for key in ("em", "f1")):
+            log.warning("%s, line %d: skipped, a record needs numbers 'em' and 'f1'", path, lineno)
+            continue
+        records[record["id"]] = record
 
 
 def rewrite_records(path: Path, records: list[dict]) -> None:

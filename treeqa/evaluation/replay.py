@@ -27,6 +27,7 @@ from typing import Any
 import dspy
 
 from treeqa.data.passage import Passage
+from treeqa.evaluation.records import read_records, records_file
 from treeqa.programs.review_run import ReviewNode, ReviewRun
 from treeqa.retrievers.base import Retriever
 
@@ -231,7 +232,7 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     check_same_search(read_recipe(source) if source else source_recipe(records_dir, recorded), target)
     trees = recorded_trees(run_records(records_dir, recorded), replayable(recipe["program"]).reader)
     if not trees:
-        raise ReplayError(f"{records_dir / 'predictions.jsonl'} holds no recorded search to replay")
+        raise ReplayError(f"{records_file(records_dir)} holds no recorded search to replay")
     program = load_program(compiled, expect=recipe["program"], overrides=overrides)
     ids = {n["id"] for found in trees.values() for n in found["tree"]["nodes"] if n.get("id")}
     passages = corpus_passages(program.retriever.passages, ids)
@@ -292,10 +293,12 @@ def check_replay_source(records_dir: Path, spec) -> None:
 
 def run_records(records_dir: Path, recorded) -> list[dict]:
     """The records of the run whose spec is `recorded`, as `evaluate` would resume them: refused
-    when predictions.jsonl is not a plain file, or holds records another spec wrote."""
-    from treeqa.evaluation.records import read_records
-
-    path = records_dir / "predictions.jsonl"
+    when its records file (`records_file`: plain or compressed) is not a plain file, or holds
+    records another spec wrote."""
+    try:
+        path = records_file(records_dir)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from exc
     if (kind := not_a_records_file(path)) is not None:
         raise ReplayError(f"{path} is {kind}, not a file of records")
     records = read_records(path)

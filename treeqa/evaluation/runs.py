@@ -119,7 +119,8 @@ def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
 
 
 # what a run folder holds; a folder with anything else and no spec.json is not a run to write into
-RUN_FILES = frozenset({"spec.json", "predictions.jsonl", "predictions.jsonl.tmp", "summary.json", ".lock", "view.html"})
+RUN_FILES = frozenset({"spec.json", "predictions.jsonl", "predictions.jsonl.gz", "predictions.jsonl.tmp",
+                       "summary.json", ".lock", "view.html"})
 
 
 def refuse_foreign_folder(out_dir: Path) -> None:
@@ -144,11 +145,11 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
             raise ValueError(f"{out_dir} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
     else:  # no spec.json (deleted, or a copied folder): the records' keys say whose folder it is
-        from treeqa.evaluation.records import read_records
+        from treeqa.evaluation.records import read_records, records_file
 
         refuse_foreign_folder(out_dir)
 
-        keys = {r.get("run") for r in read_records(out_dir / "predictions.jsonl")} - {None, spec.key()}
+        keys = {r.get("run") for r in read_records(records_file(out_dir))} - {None, spec.key()}
         if keys:
             raise ValueError(f"{out_dir} has no spec.json but holds records of another spec "
                              f"({', '.join(sorted(map(str, keys)))}; this one is {spec.key()}): "
@@ -160,12 +161,16 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
 def adopt_run(source: Path, out_dir: Path, spec: EvalSpec) -> None:
     """Start `out_dir` from a finished (or partial) run of the same spec in `source`, so its
     questions are not asked again (optimize's zero-shot side reusing a reference run). The
-    source is only read; a run of another spec is refused, naming both."""
+    source is only read (its records decompressed into `out_dir` when they are compressed); a run
+    of another spec is refused, naming both."""
+    from treeqa.evaluation.records import RECORDS_NAME, copy_records, refuse_compressed
+
     check_adoptable(source, spec)
+    refuse_compressed(out_dir / RECORDS_NAME)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("spec.json", "predictions.jsonl"):
-        if (source / name).is_file():
-            shutil.copyfile(source / name, out_dir / name)
+    if (source / "spec.json").is_file():
+        shutil.copyfile(source / "spec.json", out_dir / "spec.json")
+    copy_records(source, out_dir)
 
 
 def check_adoptable(source: Path, spec: EvalSpec) -> None:
@@ -235,6 +240,9 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file, not a folder")
     refuse_foreign_folder(out_dir)
+    from treeqa.evaluation.records import RECORDS_NAME, refuse_compressed
+
+    refuse_compressed(out_dir / RECORDS_NAME)  # before anything is written there
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir):
         claim_folder(out_dir, spec)
@@ -261,6 +269,7 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
     from treeqa.data import SPLITS, corpus_description
     from treeqa.evaluation.decisions import decisions
     from treeqa.evaluation.loop import evaluate
+    from treeqa.evaluation.records import RECORDS_NAME
     from treeqa.lm import adapter_for, get_lm, is_embedded
     from treeqa.programs.compiled import adapter_lms, set_adapter_cache
     from treeqa.retrievers import get_retriever
@@ -282,7 +291,7 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
         set_adapter_cache(program, spec.cache)
     adapter = adapter_for(lm)
     with dspy.context(lm=lm, adapter=adapter):
-        result = evaluate(program, examples, lm=lm, out_path=out_dir / "predictions.jsonl", threads=outer,
+        result = evaluate(program, examples, lm=lm, out_path=out_dir / RECORDS_NAME, threads=outer,
                           desc=f"{spec.program} on {spec.dataset}", adapter=adapter, run_key=spec.key(),
                           retry_failed=retry_failed, max_errors=max_errors, question_budget=question_budget)
     label = spec.program + (f" ({spec.preset})" if spec.preset else "")

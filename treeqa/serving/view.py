@@ -11,14 +11,14 @@ import html
 import json
 from pathlib import Path
 
-from treeqa.evaluation.records import read_records
+from treeqa.evaluation.records import read_records, records_file
 
 STATIC = Path(__file__).parent / "static"
 KEEP = ("id", "question", "answers", "prediction", "em", "f1", "recall@15", "lm_calls", "seconds", "tree", "error")
 
 
 def _records(folder: Path) -> list[dict]:
-    return [{k: r[k] for k in KEEP if k in r} for r in read_records(folder / "predictions.jsonl")]
+    return [{k: r[k] for k in KEEP if k in r} for r in read_records(records_file(folder))]
 
 
 def load_run(run_dir: str | Path) -> dict:
@@ -34,14 +34,14 @@ def load_run(run_dir: str | Path) -> dict:
                 "summary": {"zero-shot": report["zero_shot"], "compiled": report["compiled"],
                             "compiled vs zero-shot": report.get("compiled_vs_zero_shot")},
                 "runs": {"zero-shot": _records(run_dir / "zero-shot"), "compiled": _records(run_dir / "compiled")}}
-    if (run_dir / "predictions.jsonl").is_file():
+    if records_file(run_dir).is_file():
         summary = {}
         if (run_dir / "summary.json").is_file():
             summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
         spec = summary.get("spec", {})
         title = f"{spec.get('program', 'run')} on {spec.get('dataset', '?')} {spec.get('split', '')}".strip()
         return {"title": title, "summary": {"run": summary.get("summary", {})}, "runs": {"run": _records(run_dir)}}
-    raise FileNotFoundError(f"{run_dir} holds neither report.json (optimize) nor predictions.jsonl (evaluate)")
+    raise FileNotFoundError(f"{run_dir} holds neither report.json (optimize) nor predictions.jsonl(.gz) (evaluate)")
 
 
 PAGE = """<!doctype html>
