@@ -20,6 +20,7 @@ from typing import Any
 
 import dspy
 
+from treeqa.evaluation.records import records_file
 from treeqa.evaluation.runs import EvalSpec, adopt_run, check_adoptable, run_evaluation, select_examples
 from treeqa.optimize.report import write_report
 from treeqa.optimize.spec import OptimizeSpec, make_teleprompter, plan, splits_for, stages
@@ -203,7 +204,7 @@ def evaluate_sides(spec: OptimizeSpec, checked: Checked, compiled: dspy.Module, 
         echo("[3/3] zero-shot side skipped (--no-zero-shot)")
         return comp, None
     zero_dir = out_dir / "zero-shot"
-    if spec.zero_shot_from and not (zero_dir / "predictions.jsonl").is_file():
+    if spec.zero_shot_from and not records_file(zero_dir).is_file():
         adopt_run(Path(spec.zero_shot_from), zero_dir, checked.eval_spec)
         echo(f"      zero-shot records taken from {spec.zero_shot_from}")
     echo(f"[3/3] zero-shot {spec.program} on the same {spec.dev} questions")
