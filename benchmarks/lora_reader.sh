@@ -15,6 +15,9 @@
 #   fresh     the claim sample for the balanced adapter: 2Wiki train questions 151-350 of the seeded
 #             order (never trained on, never examined: the first 50 were trained on, 51-150 are the
 #             development sample), rta, rta with the first adapter and with the balanced one
+#   tor-fresh the best compiled 2Wiki ToR (path judge, read_top 3, the reader compiled on recorded
+#             reads) without and with the balanced adapter on its fusion reader (adapter_on.py), on the
+#             first 100 of the fresh sample, the two side by side (so a cut leaves a balanced pair)
 #   record    the YAMLs
 #   train-balanced  the same training on the same reads with as many gold "yes" as "no" (the first
 #             adapter learned a "no" prior from 35 against 10: NOTES.md), into OUT=BALANCED
@@ -59,6 +62,18 @@ for step in "${steps[@]}"; do
             "$BIN/python" benchmarks/record.py 2wikimultihopqa-train-unexamined-skip150-n200 "${runs[@]}" \
                 --pair rta-lora-balanced:rta --pair rta-lora:rta --pair rta-lora-balanced:rta-lora \
                 --note "${NOTE:-rta, rta with the first LoRA reader and with the yes/no-balanced one (benchmarks/lora_reader.sh) on 2Wiki train questions 151-350 of the seeded order (seed 0): never trained on and never examined; embedded model, 2 cores, --no-cache, one run at a time.}" ;;
+        tor-fresh)
+            fresh=benchmarks/runs/2wikimultihopqa-train-unexamined-skip150-n200
+            balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
+            tor=benchmarks/runs/2wikimultihopqa-dev-unexamined-skip50-n100/tor-path-judge-read-3-reader/compiled.json
+            [ -f "$balanced/compiled-tor-2wikimultihopqa.json" ] ||
+                "$BIN/python" benchmarks/adapter_on.py "$tor" "$balanced/adapter-f451c1c679e9.gguf" \
+                    "$balanced/compiled-tor-2wikimultihopqa.json" --predictor fuse
+            "$BIN/treeqa" evaluate --compiled "$tor" --dataset 2wikimultihopqa --split train --skip 150 --n 100 \
+                --no-cache --out "$fresh/tor-path-judge-read-3-reader" &
+            "$BIN/treeqa" evaluate --compiled "$balanced/compiled-tor-2wikimultihopqa.json" --dataset 2wikimultihopqa \
+                --split train --skip 150 --n 100 --no-cache --out "$fresh/tor-path-judge-read-3-reader-lora-balanced" &
+            wait ;;
         export)
             "$BIN/python" benchmarks/train_reader.py --out "$OUT" --from-checkpoint \
                 --compiled hotpotqa --compiled 2wikimultihopqa ;;
