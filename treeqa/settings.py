@@ -3,13 +3,32 @@ modules of your own programs, is read by `treeqa.programs.discover` when the reg
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages when installed
+
+
+def in_checkout(root: Path = PROJECT_ROOT) -> bool:
+    """Whether treeqa runs from a source checkout (which keeps its cache and runs beside it)."""
+    return (root / "pyproject.toml").is_file()
+
+
+def default_cache_dir(root: Path = PROJECT_ROOT) -> Path:
+    """`.cache` in a checkout; installed, the user's cache folder (`$XDG_CACHE_HOME/treeqa`, else
+    `~/.cache/treeqa`), never inside site-packages."""
+    if in_checkout(root):
+        return root / ".cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "treeqa"
+
+
+def default_runs_dir(root: Path = PROJECT_ROOT) -> Path:
+    """Where runs go unless `--out` says: `runs/` in a checkout, else `runs/` in the working folder."""
+    return root / "runs" if in_checkout(root) else Path.cwd() / "runs"
 
 
 def _default_data_dir() -> Path | None:
@@ -25,7 +44,7 @@ class Settings(BaseSettings):
 
     data_dir: Path | None = Field(default_factory=_default_data_dir,
                                   description="Folder holding the benchmark files (layout of ../shared/data).")
-    cache_dir: Path = Field(default=PROJECT_ROOT / ".cache",
+    cache_dir: Path = Field(default_factory=default_cache_dir,
                             description="Everything treeqa writes: model, indexes, DSPy and datasets caches.")
     model_path: Path | None = Field(default=None,
                                     description="A GGUF file to use instead of the assembled embedded model.")

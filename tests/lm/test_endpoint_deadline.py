@@ -73,3 +73,18 @@ def test_7_transient_errors_are_retried_within_the_deadline(settings_env):
         with pytest.raises(Exception) as raised:
             lm("hello")
         assert ep.requests == 1 and ep.url in " ".join(getattr(raised.value, "__notes__", []))
+
+
+def test_the_warm_up_probes_a_reasoning_models_route_too(settings_env, monkeypatch):
+    """DSPy renames a reasoning model's token cap to max_completion_tokens; the probe built from
+    the LM's settings must pass it back as the cap, not raise in its background thread."""
+    import dspy
+
+    from treeqa.lm import _endpoint, get_lm
+
+    lm = get_lm("openai/o3", api_key="k")
+    probed = []
+    monkeypatch.setattr(dspy.LM, "__call__", lambda self, *a, **k: probed.append(dict(self.kwargs)))
+    _endpoint._first_use(lm)
+    assert len(probed) == 1 and probed[0]["api_base"] == _endpoint._CLOSED_PORT
+    assert probed[0].get("max_completion_tokens") == lm.kwargs.get("max_completion_tokens")

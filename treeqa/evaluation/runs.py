@@ -18,9 +18,9 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_valid
 
 from treeqa.evaluation.tables import markdown_table
 from treeqa.programs import ProgramSpec, resolve_program
-from treeqa.settings import PROJECT_ROOT
+from treeqa.settings import default_runs_dir
 
-RUNS_DIR = PROJECT_ROOT / "runs"
+RUNS_DIR = default_runs_dir()
 
 
 def check_spec_names(dataset: str, split: str | None, retriever: str) -> None:

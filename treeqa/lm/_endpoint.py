@@ -156,10 +156,16 @@ def _warm_up(lm: EndpointLM) -> threading.Thread:
 def _first_use(lm: EndpointLM) -> None:
     """One call down `lm`'s own path to a closed local port, refused at once: what that path
     loads on first use (client libraries, routers, tokenizer tables) loads here."""
-    # a fresh LM, not a copy: a copy would share (and set up) the original's client, bound to the closed port
-    probe = dspy.LM(lm.model, model_type=lm.model_type, cache=False, num_retries=0,
-                    **{**lm.kwargs, "api_base": _CLOSED_PORT, "timeout": 10})
+    # a fresh LM, not a copy: a copy would share (and set up) the original's client, bound to the closed port.
+    # The cap and temperature go back in as the arguments they came from: DSPy renames the cap of a
+    # reasoning model to max_completion_tokens, and passing that name again is a TypeError.
+    kwargs = dict(lm.kwargs)
+    cap = kwargs.pop("max_completion_tokens", None) or kwargs.pop("max_tokens", None)
+    kwargs.pop("max_tokens", None)
     try:
+        probe = dspy.LM(lm.model, model_type=lm.model_type, temperature=kwargs.pop("temperature", None),
+                        max_tokens=cap, cache=False, num_retries=0,
+                        **{**kwargs, "api_base": _CLOSED_PORT, "timeout": 10})
         probe("warm-up")
     except Exception:  # noqa: BLE001 - refused, as intended; a real fault shows on the real call
         pass
