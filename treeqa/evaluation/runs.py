@@ -26,15 +26,13 @@ RUNS_DIR = default_runs_dir()
 def check_spec_names(dataset: str, split: str | None, retriever: str) -> None:
     """Every name a run folder is made from must be one we know (no '../' can reach a path; the
     program's and preset's are checked by `resolve_program`)."""
-    from treeqa.data import SPLITS
+    from treeqa.data.loaders import get_dataset
     from treeqa.retrievers import RETRIEVERS
 
-    if dataset not in SPLITS:
-        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
-    if split is not None and split not in SPLITS[dataset]:
-        raise ValueError(f"{dataset} has no split {split!r}; available: {', '.join(SPLITS[dataset])}")
-    if retriever not in RETRIEVERS:
-        raise ValueError(f"unknown retriever {retriever!r}; choose one of {', '.join(RETRIEVERS)}")
+    splits = get_dataset(dataset).splits  # an unknown name: the registry's error, naming the choices
+    if split is not None and split not in splits:
+        raise ValueError(f"{dataset} has no split {split!r}; available: {', '.join(splits)}")
+    RETRIEVERS.lookup(retriever)
 
 
 class EvalSpec(BaseModel):
