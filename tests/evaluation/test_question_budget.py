@@ -89,3 +89,19 @@ def test_with_two_threads_questions_whose_calls_all_fail_stop_the_run_and_keep_t
         evaluate(HeldProgram(), _examples(*(f"explode {i}" for i in range(6))), out_path=out, threads=2,
                  progress=False, max_errors=2, question_budget=5)
     assert len(read_records(out)) == 2
+
+
+class ContextReader(dspy.Module):
+    """Answers with what the caller's `dspy.context` set (`answer_from`), as the thread sees it."""
+
+    def forward(self, question):
+        return dspy.Prediction(answer=dspy.settings.get("answer_from") or "nothing", failures=[])
+
+
+def test_questions_in_threads_see_the_callers_dspy_context(tmp_path):
+    """Settings the caller put in `dspy.context` (callbacks, a trace, ...) reach the questions'
+    threads, as they reach the questions run in the caller's own thread."""
+    examples = [dspy.Example(id=f"q{i}", question="q", answers=["Paris"]).with_inputs("question") for i in range(3)]
+    with dspy.context(answer_from="Paris"):
+        result = evaluate(ContextReader(), examples, out_path=tmp_path / "preds.jsonl", threads=2, progress=False)
+    assert [r["prediction"] for r in result["records"]] == ["Paris"] * 3

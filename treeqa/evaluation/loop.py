@@ -19,6 +19,7 @@ from statistics import mean
 from typing import Any
 
 import dspy
+from dspy.dsp.utils.settings import thread_local_overrides
 from dspy.utils.callback import BaseCallback
 
 from treeqa.data.answers import RECALL_K
@@ -129,7 +130,7 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     timing = LmTimeByPredictor({id(p): name for name, p in program.named_predictors()})
     callbacks = [*dspy.settings.get("callbacks", []), parses, timing]
     context = dict(callbacks=callbacks)
-    if lm is not None:  # set here, not inherited: worker threads do not see the caller's context
+    if lm is not None:  # the run's own LM and adapter, over whatever the caller set
         context["lm"] = lm
     if adapter is not None:
         context["adapter"] = adapter
@@ -201,9 +202,13 @@ def _as_finished(run: Callable[[dspy.Example], dict], todo: list[dspy.Example], 
         return
     finished: queue.SimpleQueue = queue.SimpleQueue()
     waiting = deque(enumerate(todo))
+    # what the caller set with dspy.context (callbacks, settings) reaches the questions' threads, as
+    # DSPy's own executor passes it; each question tracks its own usage, so the tracker stays here
+    inherited = {k: v for k, v in thread_local_overrides.get().items() if k != "usage_tracker"}
     running: dict[int, tuple[dspy.Example, float]] = {}  # place in todo -> (example, deadline)
 
     def work(index: int, example: dspy.Example) -> None:
+        thread_local_overrides.set({**thread_local_overrides.get(), **inherited})
         try:
             finished.put((index, run(example)))
         except Exception as exc:  # noqa: BLE001 - raised again in the caller's thread
