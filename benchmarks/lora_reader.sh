@@ -18,7 +18,14 @@
 #   tor-fresh the best compiled 2Wiki ToR (path judge, read_top 3, the reader compiled on recorded
 #             reads) without and with the balanced adapter on its fusion reader (adapter_on.py), on the
 #             first 100 of the fresh sample, the two side by side (so a cut leaves a balanced pair)
-#   record    the YAMLs
+#   tor-replay the best compiled ToR of each unexamined dev sample re-reading its recorded searches
+#             (treeqa replay) with the balanced adapter on its fusion reader, and, for 2Wiki, without it
+#             (HotpotQA's replay without it is benchmarks/unexamined.sh tor-path-judge-replay): the
+#             pair differs in the reader's weights alone (a live run with the adapter searches
+#             differently: NOTES.md of the fresh sample)
+#   balanced-unexamined  rta with the balanced adapter on the 197 HotpotQA and 100 2Wiki unexamined
+#             dev questions (LABEL rta-lora-balanced)
+#   record    the YAMLs (record-fresh: the fresh sample's)
 #   train-balanced  the same training on the same reads with as many gold "yes" as "no" (the first
 #             adapter learned a "no" prior from 35 against 10: NOTES.md), into OUT=BALANCED
 #             (default benchmarks/runs/lora-reader-rta-balanced); export-balanced likewise
@@ -29,6 +36,16 @@ BIN=${BIN:-.venv/bin}
 OUT=${OUT:-benchmarks/runs/lora-reader-rta}
 DEV=benchmarks/runs/2wikimultihopqa-train-dev-skip50-n100
 steps=("$@")
+record_fresh() {  # the fresh sample's YAML: every finished run, the pairs that exist
+    local fresh=benchmarks/runs/2wikimultihopqa-train-unexamined-skip150-n200 runs=() run
+    local tor=tor-path-judge-read-3-reader
+    for run in "$fresh"/*/; do [ -f "$run/summary.json" ] && runs+=("${run%/}"); done
+    "$BIN/python" benchmarks/record.py 2wikimultihopqa-train-unexamined-skip150-n200 "${runs[@]}" \
+        --pair rta-lora-balanced:rta --pair rta-lora:rta --pair rta-lora-balanced:rta-lora \
+        --pair "$tor-lora-balanced:$tor" --pair "$tor:rta" --pair "$tor-lora-balanced:rta" \
+        --pair "$tor-lora-balanced:rta-lora-balanced" \
+        --note "${NOTE:-rta, rta with the first LoRA reader and with the yes/no-balanced one (benchmarks/lora_reader.sh) on 2Wiki train questions 151-350 of the seeded order (seed 0): never trained on and never examined; embedded model, 2 cores, --no-cache, one run at a time.}"
+}
 [ ${#steps[@]} -gt 0 ] || steps=(train export dev hotpotqa 2wiki record)
 for step in "${steps[@]}"; do
     case "$step" in
@@ -57,11 +74,8 @@ for step in "${steps[@]}"; do
                 --split train --skip 150 --n 200 --no-cache --out "$fresh/rta-lora-balanced"
             "$BIN/treeqa" evaluate --compiled "$OUT/compiled-2wikimultihopqa.json" --dataset 2wikimultihopqa \
                 --split train --skip 150 --n 200 --no-cache --out "$fresh/rta-lora"
-            runs=()
-            for run in "$fresh"/*/; do [ -f "$run/summary.json" ] && runs+=("${run%/}"); done
-            "$BIN/python" benchmarks/record.py 2wikimultihopqa-train-unexamined-skip150-n200 "${runs[@]}" \
-                --pair rta-lora-balanced:rta --pair rta-lora:rta --pair rta-lora-balanced:rta-lora \
-                --note "${NOTE:-rta, rta with the first LoRA reader and with the yes/no-balanced one (benchmarks/lora_reader.sh) on 2Wiki train questions 151-350 of the seeded order (seed 0): never trained on and never examined; embedded model, 2 cores, --no-cache, one run at a time.}" ;;
+            record_fresh ;;
+        record-fresh) record_fresh ;;
         tor-fresh)
             fresh=benchmarks/runs/2wikimultihopqa-train-unexamined-skip150-n200
             balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
@@ -74,6 +88,28 @@ for step in "${steps[@]}"; do
             "$BIN/treeqa" evaluate --compiled "$balanced/compiled-tor-2wikimultihopqa.json" --dataset 2wikimultihopqa \
                 --split train --skip 150 --n 100 --no-cache --out "$fresh/tor-path-judge-read-3-reader-lora-balanced" &
             wait ;;
+        tor-replay)
+            balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
+            hotpot=benchmarks/runs/hotpotqa-dev-unexamined-skip100-n197
+            wiki=benchmarks/runs/2wikimultihopqa-dev-unexamined-skip50-n100
+            reading=benchmarks/runs/hotpotqa-train40-reading
+            [ -f "$balanced/compiled-tor-hotpotqa.json" ] ||
+                "$BIN/python" benchmarks/adapter_on.py "$reading/compile-none/compiled.json" \
+                    "$balanced/adapter-f451c1c679e9.gguf" "$balanced/compiled-tor-hotpotqa.json" --predictor fuse
+            "$BIN/treeqa" replay "$hotpot/tor-path-judge-read-3" --compiled "$balanced/compiled-tor-hotpotqa.json" \
+                --source-compiled "$reading/compile-3/compiled.json" --no-cache \
+                --out "$hotpot/tor-path-judge-replay-lora-balanced"
+            tor=$wiki/tor-path-judge-read-3-reader
+            "$BIN/treeqa" replay "$tor/compiled" --compiled "$tor/compiled.json" --no-cache --out "$tor-replay"
+            "$BIN/treeqa" replay "$tor/compiled" --compiled "$balanced/compiled-tor-2wikimultihopqa.json" \
+                --source-compiled "$tor/compiled.json" --no-cache --out "$tor-replay-lora-balanced" ;;
+        balanced-unexamined)
+            balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
+            "$BIN/treeqa" evaluate --compiled "$balanced/compiled-hotpotqa.json" --dataset hotpotqa --skip 100 --n 197 \
+                --no-cache --out "benchmarks/runs/hotpotqa-dev-unexamined-skip100-n197/${LABEL:-rta-lora-balanced}"
+            "$BIN/treeqa" evaluate --compiled "$balanced/compiled-2wikimultihopqa.json" --dataset 2wikimultihopqa \
+                --skip 50 --n 100 --no-cache \
+                --out "benchmarks/runs/2wikimultihopqa-dev-unexamined-skip50-n100/${LABEL:-rta-lora-balanced}" ;;
         export)
             "$BIN/python" benchmarks/train_reader.py --out "$OUT" --from-checkpoint \
                 --compiled hotpotqa --compiled 2wikimultihopqa ;;

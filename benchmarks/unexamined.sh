@@ -73,7 +73,9 @@ for step in "${steps[@]}"; do
             [ "$reading" = "tor-path-judge-read-$READ_TOP" ] ||
                 reading_pairs=(--pair "$reading:rta" --pair "$reading:tor" --pair "$reading:tor-path-judge-read-$READ_TOP")
             for run in rta tor tor-path-judge tor-path-judge-replay "tor-path-judge-read-$READ_TOP" \
-                    "tor-path-judge-read-$READ_TOP-replay" "$reading" "tor-path-judge-read-$READ_TOP-reader" rta-lora; do
+                    "tor-path-judge-read-$READ_TOP-replay" "$reading" "tor-path-judge-read-$READ_TOP-reader" rta-lora \
+                    rta-lora-balanced tor-path-judge-replay-lora-balanced "tor-path-judge-read-$READ_TOP-reader-replay" \
+                    "tor-path-judge-read-$READ_TOP-reader-replay-lora-balanced"; do
                 [[ " ${runs[*]} " == *" $OUT/$run "* ]] && continue
                 [ -f "$OUT/$run/summary.json" ] || [ -f "$OUT/$run/compiled/summary.json" ] && runs+=("$OUT/$run")
             done
@@ -90,6 +92,12 @@ for step in "${steps[@]}"; do
                 --pair "tor-path-judge-read-$READ_TOP-replay:tor-path-judge" \
                 "${reading_pairs[@]}" \
                 --pair rta-lora:rta --pair "rta-lora:tor-path-judge-read-$READ_TOP-reader" \
+                --pair rta-lora-balanced:rta --pair rta-lora-balanced:rta-lora \
+                --pair tor-path-judge-replay-lora-balanced:tor-path-judge-replay \
+                --pair tor-path-judge-replay-lora-balanced:rta \
+                --pair "tor-path-judge-read-$READ_TOP-reader-replay:tor-path-judge-read-$READ_TOP-reader" \
+                --pair "tor-path-judge-read-$READ_TOP-reader-replay-lora-balanced:tor-path-judge-read-$READ_TOP-reader-replay" \
+                --pair "tor-path-judge-read-$READ_TOP-reader-replay-lora-balanced:rta" \
                 --note "${NOTE:-Issue 24: rta, zero-shot ToR, ToR compiled with --optimizer path-judge (with read_top=3, and with the reader compiled on top) on $N seeded $DATASET dev questions after the first $SKIP of the seeded order (seed 0; questions nobody examined while designing), embedded model, 2 cores, --no-cache, dense retrieval over the pooled $DATASET corpus; runs one at a time.}" ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
