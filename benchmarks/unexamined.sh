@@ -25,8 +25,10 @@
 # reads the top READ_TOP on tor-path-judge's trees. With REPLAY=1, tor-path-judge-reader's
 # compiled side reads tor-path-judge's trees too (`optimize --replay-from`: the same judge, so the
 # same searches) instead of searching again.
-# record also takes rta-lora when present: rta with the LoRA reader (benchmarks/lora_reader.sh, whose
-# hotpotqa and 2wiki steps run it into this folder).
+# record also takes the LoRA runs when present: rta-lora and rta-lora-balanced (rta with the first and
+# the yes/no-balanced reader adapter) and the compiled ToR's replays with and without the balanced
+# adapter on its fusion reader (benchmarks/lora_reader.sh hotpotqa, 2wiki, balanced-unexamined and
+# tor-replay run them into this folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
