@@ -153,3 +153,59 @@ def test_adapter_ref_refuses_a_missing_changed_or_foreign_adapter(tmp_path):
     (tmp_path / "junk.gguf").write_bytes(b"not a gguf")
     with pytest.raises(AdapterError, match="not a GGUF"):
         read_adapter(tmp_path / "junk.gguf")
+
+
+def test_validation_points_make_a_curve_and_the_best_point_is_kept(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=4, learning_rate=3e-2, accumulate=2)
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path)
+    held_out = examples(3)
+    report = trainer.train(examples(), progress=False, validation=held_out, validate_every=8)
+    steps = [point["step"] for point in report.curve]
+    assert steps == [8, 16, 24, 32]
+    assert report.curve[-1]["val_loss"] < report.curve[0]["val_loss"]
+    best = min(report.curve, key=lambda point: point["val_loss"])
+    assert report.best == {"step": best["step"], "val_loss": best["val_loss"]}
+    assert [p.name for p in tmp_path.glob("best-*.pt")] == [f"best-{best['step']}.pt"]
+    kept = trainer.best_lora_state()
+    from peft import set_peft_model_state_dict
+
+    set_peft_model_state_dict(trainer.model, kept)  # the kept weights give the best point's loss again
+    assert trainer.validation_loss(held_out) == pytest.approx(best["val_loss"], abs=1e-3)
+    with pytest.raises(ValueError, match="multiple of accumulate"):
+        trainer.train(examples(), progress=False, validation=held_out, validate_every=3)
+
+
+def test_a_resumed_training_keeps_its_curve_and_best_point(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=2, learning_rate=1e-2, accumulate=2)
+
+    class Killed(Exception):
+        pass
+
+    def kill_at(step, loss):
+        if step == 10:
+            raise Killed
+
+    with pytest.raises(Killed):
+        LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+            examples(), progress=False, validation=examples(2), validate_every=4, on_step=kill_at)
+    report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(), progress=False, validation=examples(2), validate_every=4)
+    assert [point["step"] for point in report.curve] == [4, 8, 12, 16]
+    assert report.finished and report.best["step"] in (4, 8, 12, 16)
+
+
+def test_bfloat16_lower_layers_stay_close_to_float32_and_cache_apart(tmp_path):
+    ex = examples(1)[0]
+    exact = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=2), "tiny",
+                        tmp_path / "a", cache_dir=tmp_path / "cache")
+    lower = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=2,
+                                                                   lower_dtype="bfloat16"), "tiny",
+                        tmp_path / "b", cache_dir=tmp_path / "cache")
+    assert exact.cache.folder != lower.cache.folder  # a dtype change is a cache miss, never a mix
+    a, b = exact.lower_hidden(ex), lower.lower_hidden(ex)
+    assert b.dtype == torch.float32 and a.shape == b.shape
+    assert float((a - b).norm() / a.norm()) < 0.05
+    assert next(lower.model.get_base_model().model.layers[0].parameters()).dtype == torch.bfloat16
+    assert next(lower.model.get_base_model().model.layers[3].parameters()).dtype == torch.float32
+    with pytest.raises(ValueError, match="lower_dtype"):
+        LoraRecipe(lower_dtype="int8")

@@ -173,7 +173,7 @@ def test_finetune_compiler_adds_gold_reads_to_the_passing_traces(engines, tmp_pa
     question are the training data; what was trained on is recorded as the compile's fit."""
     from treeqa.teleprompt.finetune import Finetune
 
-    monkeypatch.setattr("treeqa.lm.provider.load_base", lambda: (tiny_tokenizer(), tiny_model()))
+    monkeypatch.setattr("treeqa.lm.provider.load_base", lambda *a: (tiny_tokenizer(), tiny_model()))
     lm = EmbeddedLM("local/scripted", engine=answering_engine({"who is one"}), cache=False, num_retries=0,
                     provider=EmbeddedProvider())
     program = RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2)
@@ -231,7 +231,7 @@ def test_better_together_runs_prompts_weights_prompts(engines, tmp_path, monkeyp
     from treeqa.teleprompt.base import CompileContext
     from treeqa.teleprompt.finetune import _better_together
 
-    monkeypatch.setattr("treeqa.lm.provider.load_base", lambda: (tiny_tokenizer(), tiny_model()))
+    monkeypatch.setattr("treeqa.lm.provider.load_base", lambda *a: (tiny_tokenizer(), tiny_model()))
     monkeypatch.setattr("treeqa.teleprompt.finetune.DEFAULT_RECIPE",
                         {"rank": 4, "alpha": 8, "top_layers": 1, "max_tokens": 4096})
     lm = EmbeddedLM("local/scripted", engine=answering_engine({"who is one", "who is two"}), cache=False,

@@ -2,7 +2,7 @@
 (programs, evaluate, replay, compare), answer (ask, serve, view), optimize; common holds the
 app and what the commands share."""
 
-from treeqa.cli import answer, optimize, runs, setup  # noqa: F401 (each registers its commands on `app`)
+from treeqa.cli import answer, optimize, runs, setup, train  # noqa: F401 (each registers its commands on `app`)
 from treeqa.cli.answer import load_served
 from treeqa.cli.common import app, default_split, load_searching, parse_params, printable
 from treeqa.cli.optimize import optimize_cmd

@@ -47,9 +47,15 @@ def gguf_tensors(lora_state: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_adapter(lora_state: dict[str, Any], path: str | Path, *, alpha: float, architecture: str = "qwen2",
-                  name: str = "treeqa-lora") -> Path:
-    """Write a peft LoRA state dict as a llama.cpp GGUF adapter at `path` (atomically)."""
+                  name: str = "treeqa-lora", dtype: str = "f16") -> Path:
+    """Write a peft LoRA state dict as a llama.cpp GGUF adapter at `path` (atomically), its
+    tensors in f16 (half the bytes of f32: trained LoRA factors are small numbers well inside
+    f16's range and precision) or `dtype="f32"`."""
     import gguf
+    import numpy as np
+
+    if dtype not in ("f16", "f32"):
+        raise ValueError(f"adapter dtype is f16 or f32, got {dtype!r}")
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,7 +66,7 @@ def write_adapter(lora_state: dict[str, Any], path: str | Path, *, alpha: float,
     writer.add_string("adapter.type", "lora")
     writer.add_float32("adapter.lora.alpha", float(alpha))
     for tensor_name, array in sorted(gguf_tensors(lora_state).items()):
-        writer.add_tensor(tensor_name, array)
+        writer.add_tensor(tensor_name, array.astype(np.float16) if dtype == "f16" else array)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -103,7 +103,21 @@ def default_out_dir(chats: list[dict], recipe) -> Path:
     return get_settings().cache_dir / "finetune" / digest[:16]
 
 
-def load_base(device: str | None = None):
+def training_device(device: str = "auto") -> str:
+    """"cpu", "cuda", or for "auto" cuda where torch sees one; "cuda" where torch sees none is an
+    error, not a silent CPU run. The choice is logged."""
+    import torch
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"training device is auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: torch sees no CUDA device here (a CPU build of torch, or no GPU)")
+    chosen = device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    log.info("LoRA training on %s (asked: %s)", chosen, device)
+    return chosen
+
+
+def load_base(device: str = "cpu"):
     """(tokenizer, float32 model) of the embedded GGUF through transformers (dequantised: the
     adapter is trained against the very weights llama.cpp serves). ~70 s and ~7 GB on a CPU."""
     import torch
@@ -114,7 +128,6 @@ def load_base(device: str | None = None):
     path = model_path()
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return tokenizer, model.to(device)
 
 
@@ -123,7 +136,8 @@ def read_chats(path: Path) -> list[dict]:
 
 
 def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: float | None = None,
-                  progress: bool = True, base=None) -> tuple[Path, Any]:
+                  progress: bool = True, base=None, validation: list[dict] | None = None,
+                  validate_every: int | None = None, device: str = "auto") -> tuple[Path, Any]:
     """Train a LoRA adapter on chat examples and write it as `out_dir/adapter.gguf`, beside
     `train-data.jsonl` (what it was trained on) and `training.json` (recipe and figures).
 
@@ -134,6 +148,9 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
         budget_s: stop when this many seconds are spent; the adapter holds what was learned.
         base: (tokenizer, model) to train instead of the embedded GGUF (tests pass a tiny one),
             with `base_id` and `architecture` attributes on the model if not the embedded one.
+        validation: held-out chats; their loss is measured every `validate_every` examples and at
+            the end (`curve.json`), and the adapter holds the best point's weights.
+        device: "cpu", "cuda" or "auto" (cuda where torch sees one); logged.
     """
     from treeqa.lm import base_model_sha256
     from treeqa.lm.adapter import sha256_of, write_adapter
@@ -145,21 +162,27 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
         raise ValueError("no training examples: nothing to fine-tune on")
     data_path = out_dir / "train-data.jsonl"
     data_path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
-    tokenizer, model = base if base is not None else load_base()
+    tokenizer, model = base if base is not None else load_base(training_device(device))
     base_id = getattr(model, "base_id", None) or base_model_sha256()
     examples = [chat_tokens(tokenizer, chat["messages"]) for chat in chats]
+    held_out = [chat_tokens(tokenizer, chat["messages"]) for chat in validation or []]
     from treeqa.settings import get_settings
 
     trainer = LoraTrainer(model, tokenizer, recipe, base_id=base_id, work_dir=out_dir,
                           cache_dir=get_settings().cache_dir / "lora-layers")
-    report = trainer.train(examples, budget_s=budget_s, progress=progress)
-    adapter = write_adapter(trainer.lora_state(), out_dir / "adapter.gguf", alpha=recipe.alpha,
+    report = trainer.train(examples, budget_s=budget_s, progress=progress, validation=held_out,
+                           validate_every=validate_every)
+    weights = trainer.best_lora_state() if report.finished else trainer.lora_state()
+    adapter = write_adapter(weights, out_dir / "adapter.gguf", alpha=recipe.alpha,
                             architecture=getattr(model, "architecture", None) or "qwen2")
     record = {"base_sha256": base_id, "recipe": recipe.to_dict(), "report": report.to_dict(),
               "train_data": {"file": data_path.name, "chats": len(chats), "sha256": sha256_of(data_path)},
+              "validation_chats": len(held_out), "adapter_weights": "best point" if report.best and report.finished
+              else "last step",
               "adapter": {"file": adapter.name, "bytes": adapter.stat().st_size, "sha256": sha256_of(adapter)},
               "losses": [round(x, 4) for x in report.losses]}
     (out_dir / "training.json").write_text(json.dumps(record, indent=2))
+    (out_dir / "curve.json").write_text(json.dumps({"curve": report.curve, "best": report.best}, indent=2))
     del trainer
     if base is None:
         del model

@@ -1,0 +1,139 @@
+"""The reader's training set: RAFT-style reads, a stable split, yes/no balance, claims refused."""
+
+import json
+
+import dspy
+import pytest
+
+from tests.fakes.retrievers import FakeRetriever, passage
+from treeqa.data.loaders import DataError
+from treeqa.lm import TrainableJSONAdapter
+from treeqa.programs import build_program
+from treeqa.teleprompt.reader_set import (
+    Read,
+    balance_yes_no,
+    build_reads,
+    evidence_examples,
+    is_validation,
+    read_set,
+    reads_of,
+    refuse_claimed,
+    write_set,
+)
+from treeqa.teleprompt.recorded import reader_of
+
+GOLD = [passage("Gold A"), passage("Gold B")]
+OTHERS = [passage(f"Other {i}") for i in range(8)]
+
+
+def example(qid: str, answer: str = "Paris", gold=GOLD) -> dspy.Example:
+    return dspy.Example(id=qid, question=f"question {qid}?", answers=[answer],
+                        gold_ids=[p.id for p in gold]).with_inputs("question")
+
+
+def test_a_gold_read_holds_every_gold_paragraph_among_the_best_distractors():
+    [read] = [r for r in reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=0)
+              if r.kind == "gold"]
+    assert len(read.passages) == 5
+    assert {"Gold A: Facts about Gold A.", "Gold B: Facts about Gold B."} <= set(read.passages)
+    distractors = {p for p in read.passages if p.startswith("Other")}
+    assert distractors == {f"Other {i}: Facts about Other {i}." for i in range(3)}
+    assert read.answer == "Paris"
+
+
+def test_own_read_only_where_the_retrieval_already_holds_the_gold():
+    holds = [OTHERS[0], GOLD[1], GOLD[0], *OTHERS[1:]]
+    kinds = [r.kind for r in reads_of(example("q1"), "d", holds, GOLD, k=5, chars=1000, seed=0, partial_share=0)]
+    assert kinds == ["own", "gold"]
+    kinds = [r.kind for r in reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=0)]
+    assert kinds == ["gold"]
+
+
+def test_a_partial_read_leaves_out_one_gold_paragraph_and_keeps_the_answer():
+    reads = reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=1.0)
+    [partial] = [r for r in reads if r.kind == "partial"]
+    gold_shown = [p for p in partial.passages if p.startswith("Gold")]
+    assert len(gold_shown) == 1 and len(partial.passages) == 5 and partial.answer == "Paris"
+
+
+def test_reads_are_seeded_per_question_and_change_with_the_seed():
+    one = reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=0.5)
+    again = reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=0.5)
+    assert one == again
+    orders = {reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=s, partial_share=0)[0].passages
+              for s in range(6)}
+    assert len(orders) > 1
+
+
+def test_a_question_without_gold_in_the_corpus_gives_no_read():
+    assert reads_of(example("q1"), "d", OTHERS, [], k=5, chars=1000, seed=0, partial_share=1) == []
+
+
+def test_a_distractor_holding_a_gold_sentence_is_not_shown_as_a_distractor():
+    sentence = passage("", "Paris is the capital of France.")
+    holder = passage("France", "France is a country. Paris is the capital of France. It is big.")
+    [read] = reads_of(example("q1"), "d", [holder, *OTHERS], [sentence], k=3, chars=1000, seed=0, partial_share=0)
+    assert "Paris is the capital of France." in read.passages  # a sentence without title: its text
+    assert not any(p.startswith("France:") for p in read.passages)
+
+
+def test_yes_no_targets_are_balanced_and_others_kept_in_order():
+    reads = [Read(f"q{i}", "d", "gold", "?", (), a) for i, a in enumerate(["no", "no", "yes", "Paris", "no", "Rome"])]
+    kept, dropped = balance_yes_no(reads)
+    answers = [r.answer for r in kept]
+    assert dropped == 2 and answers.count("yes") == answers.count("no") == 1
+    assert [a for a in answers if a not in ("yes", "no")] == ["Paris", "Rome"]
+
+
+def test_the_validation_split_is_decided_by_the_id_alone():
+    ids = [f"question-{i}" for i in range(2000)]
+    held = [i for i in ids if is_validation(i, 0.1)]
+    assert 150 < len(held) < 250
+    assert held == [i for i in reversed(ids) if is_validation(i, 0.1)][::-1]
+
+
+def test_a_claim_question_is_refused_by_id_and_by_its_words():
+    with pytest.raises(ValueError, match="claim sample"):
+        refuse_claimed([example("claimed")], {"claimed"}, set())
+    with pytest.raises(ValueError, match="claim sample"):
+        refuse_claimed([example("other")], set(), {"question other"})
+    refuse_claimed([example("free")], {"claimed"}, {"question other"})
+
+
+def test_the_built_set_is_written_in_rtas_exact_prompt_with_its_sha256(tmp_path):
+    corpus = {p.id: p for p in GOLD + OTHERS}
+    examples = [example(f"q{i}", answer) for i, answer in enumerate(["Paris", "yes", "no", "no", "Rome"])]
+    built = build_reads([("d", examples)], lambda d: FakeRetriever(fixed={e.question: OTHERS for e in examples}).search,
+                        lambda d: corpus, validation_share=0.0, partial_share=0.0)
+    assert built.counts["train_reads"] == 4 and built.counts["balance_dropped"] == 1
+    program = build_program("rta", FakeRetriever(), k=5)
+    _, reader = reader_of(program)
+    manifest = write_set(built, tmp_path, reader, TrainableJSONAdapter(), {"seed": 0})
+    again = write_set(built, tmp_path / "again", reader, TrainableJSONAdapter(), {"seed": 0})
+    assert manifest["reads_sha256"] == again["reads_sha256"]
+    reads = read_set(tmp_path)
+    first = reads[0]
+    user = first["chat"]["messages"][-2]["content"]
+    assert first["question"] in user and all(p in user for p in first["passages"])
+    assert json.loads(first["chat"]["messages"][-1]["content"]) == {"answer": first["answer"]}
+
+
+def test_read_set_keeps_the_preferred_reads_per_question(tmp_path):
+    lines = [{"id": f"q:{k}", "question_id": "q", "side": "train", "kind": k, "chat": {"messages": []}}
+             for k in ("own", "gold", "partial")]
+    (tmp_path / "reads.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert [r["kind"] for r in read_set(tmp_path, per_question=1)] == ["gold"]
+    assert [r["kind"] for r in read_set(tmp_path, per_question=2)] == ["own", "gold"]
+    (tmp_path / "reads.jsonl").write_text('{"id": "torn"\n')
+    with pytest.raises(DataError, match="not a read"):
+        read_set(tmp_path)
+
+
+def test_evidence_questions_keep_their_sentences_and_a_stable_id(tmp_path):
+    path = tmp_path / "e.jsonl"
+    path.write_text(json.dumps({"question": "Who?", "answer": "Ann", "evidence": ["Ann  did it.", " "]}) + "\n")
+    [ex] = evidence_examples(path)
+    assert ex.gold_sentences == ["Ann did it."] and ex.id == evidence_examples(path)[0].id
+    path.write_text('{"question": "Who?"}\n')
+    with pytest.raises(DataError, match="e.jsonl:1"):
+        evidence_examples(path)

@@ -1,0 +1,72 @@
+"""`treeqa train ...`: the reader's training set, and a LoRA reader trained on it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from treeqa.cli.common import app
+
+train_app = typer.Typer(help="Train the reader's weights (LoRA on the embedded model).", no_args_is_help=True)
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("reads")
+def reads_cmd(
+    out: Annotated[Path, typer.Option(help="folder for reads.jsonl and manifest.json (a rebuild overwrites "
+                                           "them)")],
+    k: Annotated[int, typer.Option(help="passages a read shows, as rta's k")] = 5,
+    seed: Annotated[int, typer.Option(help="seeds every choice, per question")] = 0,
+    partial_share: Annotated[float, typer.Option(help="share of multi-gold questions that also get a read "
+                                                  "with one gold paragraph left out")] = 0.4,
+    validation_share: Annotated[float, typer.Option(help="share of questions held out for validation "
+                                                         "(by id hash)")] = 0.1,
+    limit: Annotated[int | None, typer.Option(help="at most this many questions from each source "
+                                                   "(a quick look)")] = None,
+) -> None:
+    """Build the reader's training set from every question we may train on (never a claim sample):
+    RAFT-style reads in rta's exact prompt, yes/no balanced, its sha256 in the manifest."""
+    from treeqa.teleprompt.reader_set import build_reader_set
+
+    manifest = build_reader_set(out, k=k, seed=seed, partial_share=partial_share,
+                                validation_share=validation_share, limit=limit)
+    typer.echo(json.dumps(manifest["counts"], indent=2, sort_keys=True))
+    typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
+
+
+@train_app.command("lora")
+def lora_cmd(
+    reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],
+    out: Annotated[Path, typer.Option(help="the training's folder: checkpoints, curve.json, adapter.gguf; "
+                                       "a rerun with the same reads and recipe resumes")],
+    per_question: Annotated[int | None, typer.Option(help="train on at most this many reads a question")] = None,
+    validation_reads: Annotated[int, typer.Option(help="validation reads measured at each point "
+                                                       "(the first ones)")] = 64,
+    validate_every: Annotated[int, typer.Option(help="examples between validation points")] = 256,
+    top_layers: Annotated[int, typer.Option(help="decoder layers that carry LoRA")] = 8,
+    rank: Annotated[int, typer.Option()] = 16,
+    alpha: Annotated[float, typer.Option()] = 32.0,
+    learning_rate: Annotated[float, typer.Option()] = 2e-4,
+    epochs: Annotated[int, typer.Option()] = 1,
+    accumulate: Annotated[int, typer.Option(help="examples per optimizer step")] = 4,
+    lower_dtype: Annotated[str, typer.Option(help="dtype of the frozen lower layers' single pass")] = "bfloat16",
+    budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda where torch sees one)")] = "auto",
+) -> None:
+    """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point."""
+    from treeqa.lm.lora import LoraRecipe
+    from treeqa.lm.provider import train_adapter
+    from treeqa.teleprompt.reader_set import read_set
+
+    train = read_set(reads, "train", per_question)
+    held_out = read_set(reads, "validation", 1)[:validation_reads]
+    recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate, epochs=epochs,
+                        accumulate=accumulate, lower_dtype=lower_dtype)
+    typer.echo(f"training on {len(train)} reads, validating on {len(held_out)}", err=True)
+    adapter, report = train_adapter([r["chat"] for r in train], out, recipe, budget_s=budget_s,
+                                    validation=[r["chat"] for r in held_out], validate_every=validate_every,
+                                    device=device)
+    typer.echo(json.dumps({"adapter": str(adapter), "report": report.to_dict()}, indent=2))

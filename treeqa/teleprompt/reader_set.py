@@ -1,0 +1,327 @@
+"""The reader's training set: every question we may train on, read the way RAFT builds reads,
+in the exact prompt of the predictor being trained.
+
+Why: the first adapters saw 275 reads of ~250 questions and their loss did not fall. This set
+takes every question that is neither a claim sample nor unknown to the data (about 1,150), and
+gives each several reads at the reader's passage budget:
+- "own": the program's own retrieval, where it already holds every gold paragraph;
+- "gold": the gold paragraphs (or gold sentences, for questions that come without paragraphs)
+  among the retrieval's best distractors, shuffled;
+- "partial": one gold paragraph left out, so the reader learns to answer from what is there.
+The target is the gold answer as the data writes it. Questions are split into train and
+validation by a hash of their id (a rebuild never moves one), every choice is seeded per
+question (a question's reads do not depend on which others are in the set), yes/no answers are
+balanced on the train side, and the manifest records the reads file's sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import dspy
+
+from treeqa.data.answers import normalize_answer
+from treeqa.data.corpus import Passage
+from treeqa.data.loaders import DataError, data_dir, load_examples
+from treeqa.data.passage import clean_whitespace
+from treeqa.signatures.formatting import format_passages
+from treeqa.teleprompt.recorded import reader_of
+
+# The samples our figures are claimed on (dataset, split, skip, n in the seed-0 order): no read
+# may come from them. Anything added here is refused from then on.
+CLAIM_SAMPLES: tuple[tuple[str, str, int, int], ...] = (
+    ("hotpotqa", "dev", 100, 197),
+    ("2wikimultihopqa", "dev", 50, 100),
+    ("2wikimultihopqa", "train", 150, 200),
+    ("musique", "dev", 0, 100),
+)
+
+EVIDENCE_FILE = "hotpotqa/hotpot_train_evidence_500.jsonl"
+
+
+@dataclass(frozen=True)
+class Take:
+    """Questions of one split: positions [skip, skip + n) of the seed-0 order, minus `without`
+    (positions), or a file of evidence questions (`split="evidence"`)."""
+
+    dataset: str
+    split: str
+    n: int | None = None
+    skip: int = 0
+    without: tuple[int, int] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.dataset}:{self.split}"
+
+
+# Every question the reader may learn from (issue: ~1,100): HotpotQA train and its 500 evidence
+# questions, the 100 reference dev questions examined while designing; 2Wiki train outside its
+# claim sample and its 50 reference dev questions; MuSiQue train.
+TAKES: tuple[Take, ...] = (
+    Take("hotpotqa", "train"),
+    Take("hotpotqa", "evidence"),
+    Take("hotpotqa", "dev", n=100),
+    Take("2wikimultihopqa", "train", without=(150, 350)),
+    Take("2wikimultihopqa", "dev", n=50),
+    Take("musique", "train"),
+)
+
+
+def evidence_examples(path: Path) -> list[dspy.Example]:
+    """HotpotQA train questions that come with their gold sentences only (no titles, no ids):
+    the id is a hash of the question, the gold passages are the sentences."""
+    examples = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            question, answer, evidence = rec["question"], str(rec["answer"]), list(rec["evidence"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{path}:{i}: not an evidence record ({exc})") from None
+        qid = "hotpotqa-evidence-" + hashlib.sha1(question.encode()).hexdigest()[:12]
+        sentences = [clean_whitespace(s) for s in evidence if clean_whitespace(str(s))]
+        examples.append(dspy.Example(id=qid, question=question, answers=[answer], gold_sentences=sentences,
+                                     type=rec.get("type")).with_inputs("question"))
+    return examples
+
+
+def take_examples(take: Take) -> list[dspy.Example]:
+    if take.split == "evidence":
+        root = data_dir()
+        if root is None or not (root / EVIDENCE_FILE).is_file():
+            raise DataError(f"{take.dataset} evidence questions: expected the file {EVIDENCE_FILE} in the data folder")
+        return evidence_examples(root / EVIDENCE_FILE)
+    examples = load_examples(take.dataset, take.split, n=take.n, skip=take.skip)
+    if take.without is not None:
+        start, stop = take.without
+        examples = [ex for i, ex in enumerate(examples, start=take.skip) if not start <= i < stop]
+    return examples
+
+
+def claim_keys(claims: Iterable[tuple[str, str, int, int]] = CLAIM_SAMPLES) -> tuple[set[str], set[str]]:
+    """The ids and the normalised question texts of every claim sample."""
+    ids, texts = set(), set()
+    for dataset, split, skip, n in claims:
+        for example in load_examples(dataset, split, n=n, skip=skip):
+            ids.add(example.id)
+            texts.add(normalize_answer(example.question))
+    return ids, texts
+
+
+def refuse_claimed(examples: Sequence[dspy.Example], ids: set[str], texts: set[str]) -> None:
+    """A training question that is a claim sample's (by id or by its words) is an error, never a
+    silent drop: it means a take or a sample was written wrong."""
+    bad = [ex.id for ex in examples if ex.id in ids or normalize_answer(ex.question) in texts]
+    if bad:
+        raise ValueError(f"{len(bad)} training question(s) belong to a claim sample, e.g. {bad[:3]}")
+
+
+def is_validation(question_id: str, share: float) -> bool:
+    """Held out for validation: decided by the id's hash alone, so a rebuild keeps the split."""
+    return int(hashlib.sha256(question_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < share
+
+
+@dataclass(frozen=True)
+class Read:
+    """One training read: what the reader is shown and what it should answer."""
+
+    question_id: str
+    dataset: str
+    kind: str
+    question: str
+    passages: tuple[str, ...]
+    answer: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.question_id}:{self.kind}"
+
+
+def _gold_of(example: dspy.Example, by_id: dict[str, Passage]) -> list[Passage]:
+    if example.get("gold_sentences"):
+        return [Passage(id="sent-" + hashlib.sha1(s.encode()).hexdigest()[:12], title="", text=s)
+                for s in example.gold_sentences]
+    return [by_id[i] for i in example.get("gold_ids") or [] if i in by_id]
+
+
+def _as_texts(passages: Sequence[Passage], chars: int) -> tuple[str, ...]:
+    """As the reader sees them; a gold sentence with no title is shown as its text."""
+    shown = format_passages(passages, chars)
+    return tuple(p.text if not p.title else text for p, text in zip(passages, shown, strict=True))
+
+
+def reads_of(example: dspy.Example, dataset: str, retrieved: Sequence[Passage], gold: Sequence[Passage], *,
+             k: int, chars: int, seed: int, partial_share: float) -> list[Read]:
+    """A question's reads (see the module doc); none when it has no gold or no answer."""
+    if not gold or not example.get("answers"):
+        return []
+    rng = random.Random(f"{seed}:{example.id}")
+    answer = str(example.answers[0])
+    gold = list(gold)[:k]
+    gold_ids = {p.id for p in gold}
+    gold_texts = [p.text for p in gold]
+    distractors = [p for p in retrieved if p.id not in gold_ids and not any(t in p.text for t in gold_texts)]
+
+    def read(kind: str, passages: list[Passage]) -> Read:
+        return Read(example.id, dataset, kind, example.question, _as_texts(passages, chars), answer)
+
+    out = []
+    own = list(retrieved[:k])
+    if {p.id for p in own} >= gold_ids:
+        out.append(read("own", own))
+    shown = gold + distractors[: k - len(gold)]
+    rng.shuffle(shown)
+    out.append(read("gold", shown))
+    if len(gold) > 1 and rng.random() < partial_share:
+        left_out = rng.randrange(len(gold))
+        kept = [p for i, p in enumerate(gold) if i != left_out]
+        shown = kept + distractors[: k - len(kept)]
+        rng.shuffle(shown)
+        out.append(read("partial", shown))
+    return out
+
+
+def answer_class(answer: str) -> str:
+    norm = normalize_answer(answer)
+    return norm if norm in ("yes", "no") else "other"
+
+
+def balance_yes_no(reads: Sequence[Read], seed: int = 0) -> tuple[list[Read], int]:
+    """The reads with as many "yes" as "no" targets: surplus reads of the more frequent one are
+    left out (seeded), the rest keep their order. A reader trained on 35 "no" against 10 "yes"
+    answered "no" to 24 of 26 unseen yes/no questions (benchmarks/runs/lora-reader-rta/NOTES.md)."""
+    yes = [i for i, r in enumerate(reads) if answer_class(r.answer) == "yes"]
+    no = [i for i, r in enumerate(reads) if answer_class(r.answer) == "no"]
+    larger, smaller = (yes, no) if len(yes) > len(no) else (no, yes)
+    dropped = set(random.Random(seed).sample(larger, len(larger) - len(smaller)))
+    return [r for i, r in enumerate(reads) if i not in dropped], len(dropped)
+
+
+def chat_of(read: Read, reader: dspy.Predict, adapter: dspy.Adapter) -> dict:
+    """The read as the reader's exact prompt, with the gold answer as the assistant's reply."""
+    inputs = {"question": read.question, "passages": list(read.passages)}
+    return adapter.format_finetune_data(reader.signature, reader.demos, inputs, {"answer": read.answer})
+
+
+@dataclass
+class ReaderSet:
+    """The built set: train and validation reads, and what was counted on the way."""
+
+    train: list[Read]
+    validation: list[Read]
+    counts: dict
+
+
+def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
+                search_for: Callable[[str], Callable[[str, int], list[Passage]]],
+                corpus_for: Callable[[str], dict[str, Passage]], *, k: int = 5, chars: int = 1000,
+                seed: int = 0, partial_share: float = 0.4, validation_share: float = 0.1,
+                depth: int = 20) -> ReaderSet:
+    """Reads for every example of `groups` ((dataset, examples) pairs). `search_for(dataset)`
+    returns the program's search (query, n) -> passages, `corpus_for(dataset)` the pooled corpus
+    by id; the retrieval's `depth` best passages supply the distractors."""
+    train, validation = [], []
+    counts: Counter = Counter()
+    for dataset, examples in groups:
+        search, by_id = search_for(dataset), corpus_for(dataset)
+        for example in examples:
+            gold = _gold_of(example, by_id)
+            made = reads_of(example, dataset, search(example.question, depth), gold, k=k, chars=chars,
+                            seed=seed, partial_share=partial_share)
+            counts["questions"] += 1
+            counts["questions_with_gold" if made else "questions_without_gold"] += 1
+            side = validation if is_validation(example.id, validation_share) else train
+            side.extend(made)
+            for r in made:
+                counts[f"reads_{r.kind}"] += 1
+    train, dropped = balance_yes_no(train, seed)
+    counts.update({"train_reads": len(train), "validation_reads": len(validation), "balance_dropped": dropped,
+                   "train_questions": len({r.question_id for r in train}),
+                   "validation_questions": len({r.question_id for r in validation})})
+    return ReaderSet(train, validation, dict(counts))
+
+
+def write_set(built: ReaderSet, out: Path, reader: dspy.Predict, adapter: dspy.Adapter, settings: dict) -> dict:
+    """reads.jsonl (one line a read: its side, kind, inputs, target and chat) and manifest.json
+    (settings, counts, the reads file's sha256); returns the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for side, reads in (("train", built.train), ("validation", built.validation)):
+        for r in reads:
+            lines.append(json.dumps({"id": r.id, "question_id": r.question_id, "dataset": r.dataset, "side": side,
+                                     "kind": r.kind, "question": r.question, "passages": list(r.passages),
+                                     "answer": r.answer, "chat": chat_of(r, reader, adapter)},
+                                    ensure_ascii=False, sort_keys=True))
+    data = ("\n".join(lines) + "\n").encode()
+    tmp = out / "reads.jsonl.tmp"
+    tmp.write_bytes(data)
+    tmp.replace(out / "reads.jsonl")
+    manifest = {"settings": settings, "counts": built.counts, "reads_sha256": hashlib.sha256(data).hexdigest()}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def read_set(path: Path, side: str | None = None, per_question: int | None = None) -> list[dict]:
+    """The reads of a built set (one side, or both), in file order; `per_question` keeps at most
+    that many reads a question, preferring gold, then own, then partial reads."""
+    folder = Path(path)
+    file = folder / "reads.jsonl" if folder.is_dir() else folder
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: no reader set here; build one with `treeqa train reads --out {folder}`")
+    reads = []
+    for i, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            rec = json.loads(line)
+            rec["chat"]["messages"]  # noqa: B018 - a read without a chat is torn
+        except (ValueError, KeyError, TypeError):
+            raise DataError(f"{file}:{i}: not a read (rebuild the set with `treeqa train reads`)") from None
+        if side is None or rec["side"] == side:
+            reads.append(rec)
+    if per_question is None:
+        return reads
+    rank = {"gold": 0, "own": 1, "partial": 2}
+    taken: dict[str, list[dict]] = {}
+    for rec in sorted(reads, key=lambda r: rank.get(r["kind"], 3)):
+        taken.setdefault(rec["question_id"], []).append(rec)
+    keep = {rec["id"] for recs in taken.values() for rec in recs[:per_question]}
+    return [rec for rec in reads if rec["id"] in keep]
+
+
+def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
+                     partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
+                     retriever_kind: str = "dense") -> dict:
+    """Build the set from the data (the one command behind `treeqa train reads`)."""
+    from treeqa.lm import TrainableJSONAdapter
+    from treeqa.programs import build_program
+    from treeqa.retrievers import get_retriever
+
+    ids, texts = claim_keys()
+    groups = []
+    for take in takes:
+        examples = take_examples(take)[:limit]
+        refuse_claimed(examples, ids, texts)
+        groups.append((take.dataset, examples))
+    retrievers: dict = {}
+
+    def retriever(dataset: str):
+        if dataset not in retrievers:
+            retrievers[dataset] = get_retriever(dataset, kind=retriever_kind)
+        return retrievers[dataset]
+
+    built = build_reads(groups, lambda d: retriever(d).search, lambda d: {p.id: p for p in retriever(d).passages},
+                        k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share)
+    program = build_program("rta", retriever(takes[0].dataset), k=k, passage_chars=chars)
+    _, reader = reader_of(program)
+    settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
+                "k": k, "passage_chars": chars, "seed": seed, "partial_share": partial_share,
+                "validation_share": validation_share, "limit": limit, "retriever": retriever_kind,
+                "reader": "rta.answer", "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
+    return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
