@@ -37,6 +37,31 @@ def reads_cmd(
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
 
 
+@train_app.command("reasons")
+def reasons_cmd(
+    reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],
+    side: Annotated[str, typer.Option(help="train, validation or both")] = "train",
+    per_question: Annotated[int | None, typer.Option(help="at most this many reads a question")] = 1,
+    limit: Annotated[int | None, typer.Option(help="the first N reads only (a pilot)")] = None,
+    lm: Annotated[str, typer.Option(help="the model that reasons (the one being trained)")] = "local",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="ask the model again")] = False,
+) -> None:
+    """Find reasons the model writes itself (STaR) for the set's reads, into SET/reasons.jsonl;
+    a rerun resumes. Prints how many reads gained a kept reason."""
+    import dspy
+
+    from treeqa.lm import adapter_for, get_lm
+    from treeqa.teleprompt.reader_set import read_set
+    from treeqa.teleprompt.reasons import find_reasons
+
+    chosen = read_set(reads, None if side == "both" else side, per_question)[:limit]
+    model = get_lm(lm, cache=not no_cache)
+    with dspy.context(lm=model, adapter=adapter_for(model)):
+        counts = find_reasons(chosen, reads / "reasons.jsonl")
+    kept = counts["found"] + counts["rationalised"]
+    typer.echo(json.dumps({"reads": len(chosen), **counts, "kept": kept}, sort_keys=True))
+
+
 @train_app.command("lora")
 def lora_cmd(
     reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],
@@ -55,6 +80,9 @@ def lora_cmd(
     lower_dtype: Annotated[str, typer.Option(help="dtype of the frozen lower layers' single pass")] = "bfloat16",
     budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda where torch sees one)")] = "auto",
+    with_reasons: Annotated[bool, typer.Option("--with-reasons", help="train the reasoning reader (rta "
+                                               "--param reason=true) on the reads that gained a reason "
+                                               "(`treeqa train reasons`)")] = False,
 ) -> None:
     """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point."""
     from treeqa.lm.lora import LoraRecipe
@@ -63,10 +91,21 @@ def lora_cmd(
 
     train = read_set(reads, "train", per_question)
     held_out = read_set(reads, "validation", 1)[:validation_reads]
+    train_chats, held_out_chats = [r["chat"] for r in train], [r["chat"] for r in held_out]
+    if with_reasons:
+        from treeqa.lm import TrainableJSONAdapter
+        from treeqa.teleprompt.reasons import read_reasons, reasoned_chats
+
+        found = read_reasons(reads / "reasons.jsonl")
+        train_chats, without = reasoned_chats(train, found, TrainableJSONAdapter())
+        held_out_chats, _ = reasoned_chats(held_out, found, TrainableJSONAdapter())
+        typer.echo(f"{len(train_chats)} train reads with a reason ({without} without, left out)", err=True)
+        if not train_chats:
+            raise typer.BadParameter("no read has a kept reason yet: run `treeqa train reasons` first",
+                                     param_hint="--with-reasons")
     recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate, epochs=epochs,
                         accumulate=accumulate, lower_dtype=lower_dtype)
-    typer.echo(f"training on {len(train)} reads, validating on {len(held_out)}", err=True)
-    adapter, report = train_adapter([r["chat"] for r in train], out, recipe, budget_s=budget_s,
-                                    validation=[r["chat"] for r in held_out], validate_every=validate_every,
-                                    device=device)
+    typer.echo(f"training on {len(train_chats)} reads, validating on {len(held_out_chats)}", err=True)
+    adapter, report = train_adapter(train_chats, out, recipe, budget_s=budget_s, validation=held_out_chats,
+                                    validate_every=validate_every, device=device)
     typer.echo(json.dumps({"adapter": str(adapter), "report": report.to_dict()}, indent=2))

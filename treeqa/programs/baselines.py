@@ -13,7 +13,7 @@ from treeqa.programs.common import Retrieving, check_ints, check_question, safe_
 from treeqa.programs.contract import QAProgram
 from treeqa.retrievers.base import Retriever
 from treeqa.signatures import budget
-from treeqa.signatures.answer import Answer, AnswerFromPassages, clean_answer
+from treeqa.signatures.answer import Answer, AnswerFromPassages, ReasonFromPassages, clean_answer
 from treeqa.signatures.evidence import GenerateBackground
 from treeqa.signatures.formatting import format_history, format_passages
 
@@ -83,6 +83,8 @@ class RetrieveThenAnswer(Retrieving):
         retriever: searches the corpus (required).
         k: passages retrieved and shown to the model.
         passage_chars: each passage is cut to this many characters.
+        reason: the reader writes a short reasoning before its answer (`ReasonFromPassages`), the
+            form a reader trained on its own reasons (`treeqa train reasons`) answers in.
 
     Example:
         >>> RetrieveThenAnswer(get_retriever("hotpotqa"), k=5)(question="...").retrieved
@@ -101,11 +103,14 @@ class RetrieveThenAnswer(Retrieving):
     def call_bound(cls, settings) -> int:
         return 1
 
-    def __init__(self, retriever: Retriever | None = None, *, k: int = 5, passage_chars: int = 1000):
+    def __init__(self, retriever: Retriever | None = None, *, k: int = 5, passage_chars: int = 1000,
+                 reason: bool = False):
         super().__init__(retriever)
         check_ints(k=k)
-        self.k, self.passage_chars = k, passage_chars
-        self.answer = budget.predict(AnswerFromPassages)
+        if not isinstance(reason, bool):
+            raise ValueError(f"RetrieveThenAnswer: reason is true or false, got {reason!r}")
+        self.k, self.passage_chars, self.reason = k, passage_chars, reason
+        self.answer = budget.predict(ReasonFromPassages if reason else AnswerFromPassages)
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)

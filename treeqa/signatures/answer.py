@@ -40,6 +40,36 @@ class AnswerFromPassages(dspy.Signature):
     answer: str = dspy.OutputField(desc="one short entity, a few words at most")
 
 
+class ReasonFromPassages(dspy.Signature):
+    """Answer the question using the passages and what you know, after a short reasoning.
+
+    First reason in two or three sentences: which passage says what, and how that leads to the
+    answer. Then reply with the answer only: one short entity such as a name, a place, a date or
+    a number, or yes/no for a yes/no question. If the passages do not give the answer, give your
+    best guess."""
+
+    max_tokens: ClassVar[int] = 320  # a few sentences, then one short entity
+
+    question: str = dspy.InputField()
+    passages: list[str] = dspy.InputField(desc="documents that may contain the answer")
+    reasoning: str = dspy.OutputField(desc="two or three sentences from the passages to the answer")
+    answer: str = dspy.OutputField(desc="one short entity, a few words at most")
+
+
+class ReasonTowardsAnswer(dspy.Signature):
+    """The correct answer to the question is given. Using the passages, write the two or three
+    sentences of reasoning that lead from them to that answer, as if you had found it yourself:
+    never mention that it was given. Then repeat the answer."""
+
+    max_tokens: ClassVar[int] = 320
+
+    question: str = dspy.InputField()
+    passages: list[str] = dspy.InputField(desc="documents that may contain the answer")
+    correct_answer: str = dspy.InputField(desc="the answer your reasoning must reach")
+    reasoning: str = dspy.OutputField(desc="two or three sentences from the passages to the answer")
+    answer: str = dspy.OutputField(desc="the correct answer, repeated")
+
+
 _ANSWER_PREFIX = re.compile(r"^(?:so,?\s+)?(?:the\s+)?(?:final\s+)?answer(?:\s+is\b|\s*:)\s*", re.IGNORECASE)
 
 

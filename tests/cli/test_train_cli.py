@@ -1,0 +1,35 @@
+"""`treeqa train reasons` and `train lora --with-reasons` on a small built set."""
+
+import json
+
+from tests.fakes.cli import run_cli
+from tests.fakes.lm import scripted_lm, use_lm
+
+
+def write_set(folder):
+    folder.mkdir()
+    reads = [{"id": f"q{i}:gold", "question_id": f"q{i}", "side": side, "kind": "gold", "question": f"Q{i}?",
+              "passages": [f"P{i}: Paris."], "answer": "Paris", "chat": {"messages": [{"role": "user", "content": "x"},
+                                                                                        {"role": "assistant",
+                                                                                         "content": "y"}]}}
+             for i, side in enumerate(["train", "train", "validation"])]
+    (folder / "reads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reads))
+
+
+def test_reasons_are_written_beside_the_set_and_counted(tmp_path, monkeypatch):
+    write_set(tmp_path / "set")
+    lm, engine = scripted_lm(lambda kind, inputs: {"reasoning": "P says Paris.", "answer": "Paris"})
+    use_lm(monkeypatch, lm)
+    result = run_cli("train", "reasons", "--set", str(tmp_path / "set"))
+    assert result.exit_code == 0, result.output
+    summary = result.output[result.output.rindex("{"):]  # after the progress bar
+    assert json.loads(summary) == {"found": 2, "kept": 2, "reads": 2}
+    assert len((tmp_path / "set" / "reasons.jsonl").read_text().splitlines()) == 2
+
+
+def test_training_with_reasons_before_any_were_found_is_refused(tmp_path):
+    write_set(tmp_path / "set")
+    result = run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"),
+                     "--with-reasons")
+    assert result.exit_code != 0 and "train reasons" in result.output
+    assert not (tmp_path / "out").exists()

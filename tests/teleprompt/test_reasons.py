@@ -1,0 +1,67 @@
+"""Reasons the model finds itself: kept when they reach the gold answer, a hinted attempt kept
+only when it names the answer without giving the hint away, resumable, trained in the
+reasoning reader's prompt."""
+
+import json
+
+import dspy
+
+from tests.fakes.lm import scripted_lm
+from treeqa.lm import TrainableJSONAdapter
+from treeqa.teleprompt.reasons import find_reasons, gives_away, names_answer, read_reasons, reasoned_chats
+
+
+def read(i: int, answer: str) -> dict:
+    return {"id": f"q{i}:gold", "question": f"Question {i}?", "passages": [f"P{i}: text"], "answer": answer}
+
+
+def respond(kind, inputs):
+    """q0: right at once; q1: wrong, then a good hinted reason; q2: wrong, the hint given away;
+    q3: wrong, a hinted reason that never names the answer."""
+    q = inputs["question"]
+    if "correct_answer" not in inputs:
+        right = q == "Question 0?"
+        return {"reasoning": f"P says so for {q}", "answer": "Paris" if right else "Rome"}
+    reasons = {"Question 1?": "P1 says the city is Paris.", "Question 2?": "The hint says Paris.",
+               "Question 3?": "P3 names a city."}
+    return {"reasoning": reasons[q], "answer": "Paris"}
+
+
+def test_reasons_are_found_rationalised_or_refused(tmp_path):
+    lm, engine = scripted_lm(respond)
+    reads = [read(i, "Paris") for i in range(4)]
+    with dspy.context(lm=lm):
+        counts = find_reasons(reads, tmp_path / "reasons.jsonl", progress=False)
+    assert counts == {"found": 1, "rationalised": 1, "none": 2}
+    assert len(engine.calls) == 1 + 2 * 3  # the hint only where the reader missed
+    kept = read_reasons(tmp_path / "reasons.jsonl")
+    assert kept["q1:gold"] == {"how": "rationalised", "reasoning": "P1 says the city is Paris.", "said": "Rome"}
+
+
+def test_a_rerun_resumes_and_a_torn_line_is_redone(tmp_path):
+    out = tmp_path / "reasons.jsonl"
+    lm, engine = scripted_lm(respond)
+    with dspy.context(lm=lm):
+        find_reasons([read(0, "Paris"), read(1, "Paris")], out, progress=False)
+    out.write_text(out.read_text().splitlines()[0] + "\n" + '{"id": "q1:gold", "how"\n')
+    lm, engine = scripted_lm(respond)
+    with dspy.context(lm=lm):
+        counts = find_reasons([read(0, "Paris"), read(1, "Paris")], out, progress=False)
+    assert counts == {"found": 1, "rationalised": 1}
+    assert [c.inputs["question"] for c in engine.calls] == ["Question 1?", "Question 1?"]
+
+
+def test_the_checks_on_a_reasoning():
+    assert names_answer("so it is The Beatles.", "Beatles") and not names_answer("a band", "Beatles")
+    assert gives_away("Given the hint, it is Paris") and gives_away("The correct answer is Paris")
+    assert not gives_away("P1 says the capital is Paris.")
+
+
+def test_reasoned_chats_use_the_reasoning_readers_prompt_and_the_gold_answer():
+    reads = [read(0, "Paris"), read(1, "Paris")]
+    chats, without = reasoned_chats(reads, {"q0:gold": {"how": "found", "reasoning": "P0 says Paris."},
+                                            "q1:gold": {"how": "none", "reasoning": ""}}, TrainableJSONAdapter())
+    assert without == 1 and len(chats) == 1
+    reply = json.loads(chats[0]["messages"][-1]["content"])
+    assert reply == {"reasoning": "P0 says Paris.", "answer": "Paris"}
+    assert "reasoning" in chats[0]["messages"][0]["content"] and "Question 0?" in chats[0]["messages"][-2]["content"]

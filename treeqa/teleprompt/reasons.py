@@ -1,0 +1,116 @@
+"""Reasons the model finds itself (STaR): training targets with a reasoning the reader wrote.
+
+Why: a reader trained on bare answers learns the answer's form, not how to get there from the
+passages; RAFT lost ~10 points on HotpotQA when its targets had no reasoning. Here the reasoning
+reader (`ReasonFromPassages`) answers each training read; where it reaches the gold answer its
+reasoning is kept ("found", what DSPy's BootstrapFinetune keeps). Where it does not, one attempt
+is shown the gold answer (`ReasonTowardsAnswer`), and its reasoning is kept only if it names
+the answer and does not give away that it was told ("rationalised"); it is then trained as if
+unhinted. Everything else is "none": that read trains without a reason or not at all.
+Each read's outcome is appended to a JSONL file as it is decided, so a killed run resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import dspy
+
+from treeqa.data.answers import normalize_answer
+from treeqa.evaluation.metrics import exact_match
+from treeqa.signatures import budget
+from treeqa.signatures.answer import ReasonFromPassages, ReasonTowardsAnswer, clean_answer
+
+# a rationalisation that says it was told is no reasoning the unhinted reader could have written
+_GIVEN_AWAY = re.compile(r"\b(hint|given answer|correct answer|provided answer|was given|we are told the answer)\b",
+                         re.IGNORECASE)
+
+
+def names_answer(reasoning: str, answer: str) -> bool:
+    """The reasoning arrives at the answer: the answer's words appear in it (normalised)."""
+    target = normalize_answer(answer)
+    return bool(target) and target in normalize_answer(reasoning)
+
+
+def gives_away(reasoning: str) -> bool:
+    return bool(_GIVEN_AWAY.search(reasoning))
+
+
+class ReasonFinder(dspy.Module):
+    """One read -> {"how": found | rationalised | none, "reasoning"}: the unhinted reasoner first,
+    the hinted one only where it missed."""
+
+    def __init__(self):
+        super().__init__()
+        self.reason = budget.predict(ReasonFromPassages)
+        self.rationalise = budget.predict(ReasonTowardsAnswer)
+
+    def forward(self, question: str, passages: list[str], answer: str) -> dict:
+        try:
+            pred = self.reason(question=question, passages=passages)
+            reasoning, said = str(pred.reasoning or ""), clean_answer(pred.answer)
+        except (ValueError, RuntimeError) as exc:  # a reply that does not parse: counted, the hint tried
+            reasoning, said = "", f"(no parse: {type(exc).__name__})"
+        if reasoning.strip() and exact_match(said, [answer]):
+            return {"how": "found", "reasoning": reasoning.strip(), "said": said}
+        try:
+            hinted = self.rationalise(question=question, passages=passages, correct_answer=answer)
+            reasoning = str(hinted.reasoning or "").strip()
+        except (ValueError, RuntimeError):
+            return {"how": "none", "reasoning": "", "said": said}
+        if reasoning and names_answer(reasoning, answer) and not gives_away(reasoning):
+            return {"how": "rationalised", "reasoning": reasoning, "said": said}
+        return {"how": "none", "reasoning": "", "said": said}
+
+
+def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None = None,
+                 progress: bool = True) -> Counter:
+    """Decide every read's reason, appending one line a read to `out` (reads already there are
+    skipped: a rerun resumes); returns the count of each outcome over all reads in `out`."""
+    from tqdm import tqdm
+
+    finder = finder or ReasonFinder()
+    done = read_reasons(out)
+    todo = [r for r in reads if r["id"] not in done]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a", encoding="utf-8") as fh:
+        for read in tqdm(todo, desc="finding reasons", unit="read", disable=not progress):
+            outcome = finder(question=read["question"], passages=list(read["passages"]), answer=read["answer"])
+            done[read["id"]] = outcome
+            fh.write(json.dumps({"id": read["id"], **outcome}, ensure_ascii=False) + "\n")
+            fh.flush()
+    return Counter(done[r["id"]]["how"] for r in reads if r["id"] in done)
+
+
+def read_reasons(path: Path) -> dict[str, dict]:
+    """Read id -> outcome; a torn last line (a killed run) is left for the rerun to redo."""
+    if not path.is_file():
+        return {}
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            found[rec["id"]] = {"how": rec["how"], "reasoning": rec.get("reasoning", ""), "said": rec.get("said", "")}
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
+def reasoned_chats(reads: Sequence[dict], reasons: dict[str, dict], adapter: dspy.Adapter) -> tuple[list[dict], int]:
+    """Training chats in the reasoning reader's exact prompt, the kept reasoning and the gold answer
+    as the reply, for the reads that gained a reason; also how many reads had none."""
+    reader = budget.predict(ReasonFromPassages)
+    chats, without = [], 0
+    for read in reads:
+        outcome = reasons.get(read["id"])
+        if not outcome or outcome["how"] == "none":
+            without += 1
+            continue
+        inputs = {"question": read["question"], "passages": list(read["passages"])}
+        chats.append(adapter.format_finetune_data(reader.signature, reader.demos, inputs,
+                                                  {"reasoning": outcome["reasoning"], "answer": read["answer"]}))
+    return chats, without
