@@ -136,9 +136,10 @@ class LlamaEngine:
         self._grammars: dict[str, object] = {}
         self.adapter = Path(adapter) if adapter is not None else None
         self.threads = self.generating_with = n_threads or settings.threads
+        self._load_args = (model_path, n_ctx or settings.context_size,
+                           settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb)
         if llama is None:
-            llama = self._load(model_path or local_model.model_path(), self.threads, n_ctx or settings.context_size,
-                               settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb, self.adapter)
+            llama = self._reload()
         self.llama = llama
         # generation follows the cores other processes leave idle (prompts keep every thread)
         # only where /proc/stat's machine is ours to share: in a container or under an affinity mask
@@ -166,6 +167,30 @@ class LlamaEngine:
         llama.treeqa_decoding = greedy_grammar.install(llama)
         return llama
 
+    def _reload(self):
+        model_path, n_ctx, kv_cache_mb = self._load_args
+        return self._load(model_path or local_model.model_path(), self.threads, n_ctx, kv_cache_mb, self.adapter)
+
+    def unload(self) -> bool:
+        """Free the model's memory (~1.9 GB) while something else needs it, such as a LoRA
+        training in this process; the next call loads it again. True if it was loaded."""
+        with self._lock:
+            if self.llama is None or not hasattr(self.llama, "_ctx"):  # a stand-in llama stays
+                return False
+            close = getattr(self.llama, "close", None)
+            if close is not None:
+                close()
+            self.llama = None
+            self._grammars.clear()  # grammars belong to the model they were built for
+            return True
+
+    def _ensure_loaded(self) -> None:
+        if self.llama is None:
+            log.info("loading the embedded model again after it was unloaded")
+            self.llama = self._reload()
+            self._decoding = getattr(self.llama, "treeqa_decoding", None)
+            self._count_evaluated_tokens()
+
     def _count_evaluated_tokens(self) -> None:
         """Wrap `llama.eval` so the engine knows how many tokens were really computed."""
         inner = getattr(self.llama, "eval", None)
@@ -182,14 +207,20 @@ class LlamaEngine:
     @property
     def context_tokens(self) -> int | None:
         """The context window in tokens: a prompt that does not fit it fails the call."""
-        n_ctx = getattr(self.llama, "n_ctx", None)
+        with self._lock:
+            self._ensure_loaded()
+            n_ctx = getattr(self.llama, "n_ctx", None)
         return int(n_ctx()) if callable(n_ctx) else None
 
     def count_prompt_tokens(self, messages: list[dict]) -> int:
         """The tokens a chat prompt takes: each message's text and its role markers (5 tokens a
         message in ChatML, the embedded model's template) and the reply's opening (3)."""
+        with self._lock:
+            self._ensure_loaded()
+            llama = self.llama
+
         def tokens(text: str) -> int:
-            return len(self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
         return sum(tokens(_text_of(m.get("content"))) + 5 for m in messages) + 3
 
@@ -211,6 +242,7 @@ class LlamaEngine:
                 kwargs["response_format"] = {"type": "json_object"}
         wants_logprobs = config.logprobs is not None and not config.temperature and self._decoding is not None
         with self._lock:
+            self._ensure_loaded()
             self._fit_generation_threads()
             self._evaluated = 0
             if wants_logprobs:
@@ -300,6 +332,14 @@ class LlamaEngine:
 
 _local_engines: dict[tuple, LlamaEngine] = {}
 _engines_lock = threading.Lock()
+
+
+def unload_local_engines() -> int:
+    """Unload every embedded engine of this process (each reloads on its next call): how many
+    were loaded. A LoRA training calls it first, so the engine's memory is the trainer's."""
+    with _engines_lock:
+        engines = list(_local_engines.values())
+    return sum(engine.unload() for engine in engines)
 
 
 def local_engine(**overrides) -> LlamaEngine:

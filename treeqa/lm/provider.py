@@ -162,6 +162,11 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
         raise ValueError("no training examples: nothing to fine-tune on")
     data_path = out_dir / "train-data.jsonl"
     data_path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
+    if base is None:
+        from treeqa.lm._engine import unload_local_engines
+
+        if unload_local_engines():  # the engine's ~1.9 GB go to the trainer; its next call reloads it
+            log.info("embedded engine unloaded for the training")
     tokenizer, model = base if base is not None else load_base(training_device(device))
     base_id = getattr(model, "base_id", None) or base_model_sha256()
     examples = [chat_tokens(tokenizer, chat["messages"]) for chat in chats]
