@@ -27,271 +27,29 @@ import asyncio
 import json
 import logging
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import dspy
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from treeqa.data.answers import RECALL_K
-from treeqa.programs.common import MAX_QUESTION_CHARS, check_question, listening
+# each concept lives in its own module; the names this module held before are re-exported
+from treeqa.serving.body import MAX_BODY_BYTES, AskRequest, read_question
+from treeqa.serving.errors import ServeError, no_answer, public_failure, scrub
+from treeqa.serving.hosts import LOOPBACK_NAMES, WILDCARD_ADDRESSES, HostCheck, allowed_hosts_for, host_name
+from treeqa.serving.runner import PASSAGE_CHARS, Cancelled, Runner, Served
+
+__all__ = ["MAX_BODY_BYTES", "LOOPBACK_NAMES", "PASSAGE_CHARS", "STATIC", "WILDCARD_ADDRESSES", "AskRequest",
+           "Cancelled", "HostCheck", "Runner", "ServeError", "Served", "allowed_hosts_for", "create_app",
+           "host_name", "no_answer", "program_info", "public_failure", "read_question", "scrub"]
 
 STATIC = Path(__file__).parent / "static"
-PASSAGE_CHARS = 1200  # passages in a response are cut to this length
 
 log = logging.getLogger(__name__)
-
-
-MAX_BODY_BYTES = 64 * 1024  # a question is at most MAX_QUESTION_CHARS; the body is read no further than this
-_PUBLIC_FAILURES = (  # (what the error type's name holds, what a client is told); details stay in the log
-    (("Timeout",), "the language model did not answer in time"),
-    (("RateLimit",), "the language model endpoint is rate-limiting requests"),
-    (("Auth", "PermissionDenied", "Billing"), "the language model endpoint refused the request's credentials"),
-    (("Connection", "Transport", "Server", "ServiceUnavailable", "BadGateway", "NotFound", "APIError", "Provider"),
-     "the language model endpoint could not be reached or failed"),
-    (("Parse", "Validation", "JSONDecode"), "the language model's reply could not be read"),
-)
-
-
-class AskRequest(BaseModel):
-    question: str
-
-
-class Cancelled(BaseException):
-    """Raised inside a search whose client has gone away (a BaseException, so no LM-failure
-    handler records it as a failed call); the search stops at its next step."""
-
-
-def public_failure(failure: dict) -> dict:
-    """A failed call as a client may see it: where and what kind, never the upstream text (an
-    endpoint's error can echo request headers, keys or internal addresses)."""
-    kind = str(failure.get("error", ""))
-    message = next((text for names, text in _PUBLIC_FAILURES if any(n in kind for n in names)),
-                   "the language model call failed")
-    return {"where": failure.get("where"), "error": kind, "message": message}
-
-
-def scrub(value: Any) -> Any:
-    """`value` with every recorded failure (a dict with where/error/message) made public."""
-    if isinstance(value, dict):
-        if {"where", "error", "message"} <= value.keys():
-            return public_failure(value)
-        return {k: scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [scrub(v) for v in value]
-    return value
-
-
-class ServeError(Exception):
-    """An error with its HTTP status, sent as `{"error": message}` (and `failures` where LM calls failed)."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
-                 failures: list[dict] | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers, self.failures = status, message, headers or {}, failures
-
-    def body(self) -> dict:
-        return {"error": self.message} | ({"failures": self.failures} if self.failures else {})
-
-
-def no_answer(failures: list[dict]) -> ServeError:
-    """A question left without an answer because its LM calls failed: the upstream's fault, so 502
-    (504 when it timed out), with the public form of each failure."""
-    last = failures[-1]
-    status = 504 if "Timeout" in str(last.get("error")) else 502
-    return ServeError(status, f"no answer: {last['message']}", failures=failures)
-
-
-@dataclass
-class Served:
-    """What the app serves: the program, its LM and adapter, and what `/v1/program` reports."""
-
-    program: dspy.Module
-    lm: dspy.BaseLM
-    adapter: dspy.Adapter | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-class Runner:
-    """Runs requests in worker threads: at most `concurrency` at once, at most `queue_size`
-    waiting, each within `time_limit` seconds (waiting included). A request over its limit gets
-    504 while its thread finishes; its slot is freed only then, so the engine is never shared."""
-
-    def __init__(self, served: Served, concurrency: int = 1, queue_size: int = 8, time_limit: float = 300.0):
-        if concurrency < 1 or queue_size < 0 or time_limit <= 0:
-            raise ValueError("concurrency >= 1, queue_size >= 0 and time_limit > 0 are needed")
-        self.served, self.concurrency, self.queue_size, self.time_limit = served, concurrency, queue_size, time_limit
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="treeqa-serve")
-        self._slots: asyncio.Semaphore | None = None
-        self._in_flight = 0  # running or waiting, until their thread has finished
-
-    def check_capacity(self) -> None:
-        if self._in_flight >= self.queue_size + self.concurrency:
-            raise ServeError(503, f"busy: {self._in_flight} requests ahead; try again later",
-                             {"Retry-After": str(int(min(self.time_limit, 60)))})
-
-    async def run(self, question: str, listener=None, cancel: threading.Event | None = None) -> dict:
-        self.check_capacity()
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.concurrency)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.time_limit
-        self._in_flight += 1
-        try:
-            await asyncio.wait_for(self._slots.acquire(), timeout=self.time_limit)
-        except TimeoutError:
-            self._in_flight -= 1
-            raise ServeError(504, f"no slot within the {self.time_limit:g} s time limit") from None
-
-        def finished(_) -> None:  # the slot is freed when the work really ends, not at a timeout
-            self._in_flight -= 1
-            self._slots.release()
-
-        future = loop.run_in_executor(self._pool, self._answer, question, listener, cancel)
-        future.add_done_callback(finished)
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, deadline - loop.time()))
-        except TimeoutError:
-            raise ServeError(504, f"the answer took longer than the {self.time_limit:g} s time limit") from None
-
-    def _answer(self, question: str, listener, cancel: threading.Event | None = None) -> dict:
-        served = self.served
-        started = time.perf_counter()
-        # no call history: DSPy keeps up to 10,000 calls globally and per LM and module, which a
-        # server answering unique questions would hold for ever
-        context = {"lm": served.lm, "disable_history": True} | (
-            {"adapter": served.adapter} if served.adapter is not None else {})
-
-        def step(event: dict) -> None:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("the client went away")
-            if listener is not None:
-                listener(event)
-
-        with dspy.context(**context), dspy.track_usage() as usage, listening(step):
-            try:
-                prediction = served.program(question=question)
-            except Cancelled:
-                return {"question": question, "cancelled": True, "seconds": round(time.perf_counter() - started, 3)}
-        calls = [entry for entries in usage.usage_data.values() for entry in entries]
-        out: dict[str, Any] = {
-            "question": question,
-            "answer": str(getattr(prediction, "answer", "") or ""),
-            "passages": [{"id": p.id, "title": p.title, "text": p.text[:PASSAGE_CHARS]}
-                         for p in (getattr(prediction, "retrieved", None) or [])[:RECALL_K]],
-            "tree": getattr(prediction, "tree", None),
-            "failures": [public_failure(f) for f in getattr(prediction, "failures", None) or []],
-            "lm_calls": len(calls),
-            "prompt_tokens": sum(e.get("prompt_tokens") or 0 for e in calls),
-            "completion_tokens": sum(e.get("completion_tokens") or 0 for e in calls),
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-        if getattr(prediction, "confidence", None) is not None:
-            out["confidence"] = float(prediction.confidence)
-        for failure in getattr(prediction, "failures", None) or []:
-            log.warning("LM call %s failed: %s: %s", failure.get("where"), failure.get("error"),
-                        str(failure.get("message"))[:500])
-        if not out["answer"].strip() and out["failures"]:
-            raise no_answer(out["failures"])
-        return scrub(json.loads(json.dumps(out, default=str)))  # plain JSON, whatever the tree holds
-
-
-async def read_question(request: Request) -> str:
-    """The question of a POST body, read no further than MAX_BODY_BYTES (a larger body is
-    refused while it arrives, never held or parsed whole). Only a JSON body is read: a form or
-    text/plain POST is what any web page can send cross-site without asking."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/json":
-        raise ServeError(415, f"send the question as JSON with Content-Type: application/json, not "
-                              f"{media_type[:80] or 'no Content-Type'}")
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise ServeError(400, "bad request: Content-Length is not a number")
-        if int(declared) > MAX_BODY_BYTES:
-            raise ServeError(413, f"the request body is {int(declared):,} bytes; at most {MAX_BODY_BYTES:,}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise ServeError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ServeError(422, "bad request: body: not UTF-8 text") from None
-    except (json.JSONDecodeError, RecursionError):
-        raise ServeError(422, 'bad request: body: not JSON; send {"question": "..."}') from None
-    try:
-        return _question(AskRequest.model_validate(data))
-    except ValidationError as exc:
-        messages = "; ".join(f"{'.'.join(['body', *map(str, e['loc'])])}: {e['msg']}" for e in exc.errors())
-        raise ServeError(422, f"bad request: {messages}") from None
-
-
-def _question(body: AskRequest) -> str:
-    if len(body.question) > MAX_QUESTION_CHARS:
-        raise ServeError(413, f"the question is {len(body.question):,} characters; at most {MAX_QUESTION_CHARS:,}")
-    try:
-        return check_question(body.question, "ask")
-    except ValueError as exc:
-        raise ServeError(422, str(exc)) from None
-
-
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", ""})
-
-
-def allowed_hosts_for(host: str, extra: list[str] | tuple[str, ...] = ()) -> frozenset[str]:
-    """The Host names a server bound to `host` answers to: the address itself, the loopback names
-    for a loopback binding, and for all interfaces the machine's own names and addresses; plus
-    `extra` (a public name behind a proxy; "*" answers any, as before this check)."""
-    import socket
-
-    names = {host.strip("[]").lower()} | {name.strip("[]").lower() for name in extra}
-    if host in LOOPBACK_NAMES or host.startswith("127."):
-        names |= LOOPBACK_NAMES
-    if host in WILDCARD_ADDRESSES:
-        names |= LOOPBACK_NAMES | {socket.gethostname().lower(), socket.getfqdn().lower()}
-        try:
-            names |= {info[4][0].lower() for info in socket.getaddrinfo(socket.gethostname(), None)}
-        except OSError:
-            pass
-    return frozenset(names - WILDCARD_ADDRESSES)
-
-
-def host_name(header: str) -> str:
-    """The name in a Host header, without its port ("[::1]:8000" -> "::1")."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].split("]")[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
-
-
-class HostCheck:
-    """Refuses (421, as JSON) a request whose Host header does not name this server: a page on
-    another site that rebinds its DNS name to 127.0.0.1 reaches the server under its own name."""
-
-    def __init__(self, app, allowed: frozenset[str]):
-        self.app, self.allowed = app, allowed
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] in ("http", "websocket") and "*" not in self.allowed:
-            header = dict(scope.get("headers") or ()).get(b"host", b"").decode("latin-1")
-            if host_name(header) not in self.allowed:
-                response = JSONResponse({"error": f"this server does not answer to Host {header[:100]!r}; "
-                                                  "start it with --allow-host NAME to add a name"}, status_code=421)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_limit: float = 300.0,
