@@ -112,6 +112,8 @@ def serve(
     concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
     queue: Annotated[int, typer.Option(help="Requests that may wait; more get 503.")] = 8,
     time_limit: Annotated[float, typer.Option(help="Seconds a request may take, waiting included (504).")] = 300.0,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a request's body may take to arrive whole (408, "
+                                                     "and the connection closed).")] = 15.0,
     cache: Annotated[bool, typer.Option(help="Answer a question asked recently from DSPy's response cache "
                                              "(in memory, TREEQA_MEMORY_CACHE_ENTRIES responses, kept per "
                                              "model and endpoint).")] = True,
@@ -129,6 +131,8 @@ def serve(
     if concurrency < 1 or queue < 0 or not time_limit > 0:
         fail(f"--concurrency must be 1 or more (got {concurrency}), --queue 0 or more (got {queue}) and "
               f"--time-limit a positive number of seconds (got {time_limit:g})")
+    if not body_timeout > 0:
+        fail(f"--body-timeout must be a positive number of seconds (got {body_timeout:g})")
     try:
         served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus, cache=cache)
     except (ValueError, FileNotFoundError) as exc:
@@ -141,8 +145,8 @@ def serve(
         concurrency = 1
     typer.echo(f"serving {served.info['program']} ({served.info['optimizer']}) on http://{host}:{port}/")
     allowed = allowed_hosts_for(host, allow_host or [])
-    uvicorn.run(create_app(served, concurrency, queue, time_limit, allowed_hosts=allowed), host=host, port=port,
-                log_level="info")
+    uvicorn.run(create_app(served, concurrency, queue, time_limit, allowed_hosts=allowed, body_timeout=body_timeout),
+                host=host, port=port, log_level="info")
 
 
 @app.command("view")

@@ -9,10 +9,10 @@
 
 The embedded engine serves one call at a time, so requests run one at a time and wait in a
 bounded queue (503 with Retry-After when it is full); against an endpoint `concurrency`
-requests run at once. Each request has a time limit (504), questions a length limit (413),
-and errors come back as JSON `{"error": ...}`; a question whose LM calls all failed is 502 (504
-where the LM timed out), not an empty answer. The model runs in worker threads: the event
-loop never blocks on it.
+requests run at once. Each request has a time limit (504), its body a deadline to arrive in
+(408, and the connection closed), questions a length limit (413), and errors come back as JSON
+`{"error": ...}`; a question whose LM calls all failed is 502 (504 where the LM timed out), not
+an empty answer. The model runs in worker threads: the event loop never blocks on it.
 
 A web page the user opens must not drive the server: a question is a POST with
 `Content-Type: application/json` (which a cross-site form cannot send without a CORS preflight,
@@ -38,13 +38,13 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 # each concept lives in its own module; the names this module held before are re-exported
-from treeqa.serving.body import MAX_BODY_BYTES, AskRequest, read_question
+from treeqa.serving.body import BODY_TIMEOUT, MAX_BODY_BYTES, AskRequest, read_question
 from treeqa.serving.errors import ServeError, no_answer, public_failure, scrub
 from treeqa.serving.hosts import LOOPBACK_NAMES, WILDCARD_ADDRESSES, HostCheck, allowed_hosts_for, host_name
 from treeqa.serving.runner import PASSAGE_CHARS, Cancelled, Runner, Served
 
-__all__ = ["MAX_BODY_BYTES", "LOOPBACK_NAMES", "PASSAGE_CHARS", "STATIC", "WILDCARD_ADDRESSES", "AskRequest",
-           "Cancelled", "HostCheck", "Runner", "ServeError", "Served", "allowed_hosts_for", "create_app",
+__all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "LOOPBACK_NAMES", "PASSAGE_CHARS", "STATIC", "WILDCARD_ADDRESSES",
+           "AskRequest", "Cancelled", "HostCheck", "Runner", "ServeError", "Served", "allowed_hosts_for", "create_app",
            "host_name", "no_answer", "program_info", "public_failure", "read_question", "scrub"]
 
 STATIC = Path(__file__).parent / "static"
@@ -53,9 +53,12 @@ log = logging.getLogger(__name__)
 
 
 def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_limit: float = 300.0,
-               allowed_hosts: frozenset[str] | None = None) -> FastAPI:
+               allowed_hosts: frozenset[str] | None = None, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
     """The FastAPI app for `served` (see the module docstring for the routes); `allowed_hosts`
-    (`allowed_hosts_for`) are the Host names it answers to, the loopback names by default."""
+    (`allowed_hosts_for`) are the Host names it answers to, the loopback names by default; a
+    request body must arrive within `body_timeout` seconds."""
+    if not body_timeout > 0:
+        raise ValueError(f"body_timeout must be a positive number of seconds (got {body_timeout})")
     app = FastAPI(title="treeqa", description="Question answering by search, served.")
     allowed = allowed_hosts if allowed_hosts is not None else allowed_hosts_for("127.0.0.1")
     app.add_middleware(HostCheck, allowed=allowed)
@@ -63,7 +66,7 @@ def create_app(served: Served, concurrency: int = 1, queue_size: int = 8, time_l
     app.state.runner = runner
     _add_error_handlers(app)
     _add_info_routes(app, served)
-    _add_ask_routes(app, runner)
+    _add_ask_routes(app, runner, body_timeout)
     _add_page(app)
     return app
 
@@ -103,19 +106,19 @@ def _add_info_routes(app: FastAPI, served: Served) -> None:
         return served.info
 
 
-def _add_ask_routes(app: FastAPI, runner: Runner) -> None:
+def _add_ask_routes(app: FastAPI, runner: Runner, body_timeout: float = BODY_TIMEOUT) -> None:
     """POST /v1/ask and /v1/ask/stream, both through `runner`; each refuses a full queue before
     reading the body (and, streaming, before the stream opens, so with a proper status)."""
 
     @app.post("/v1/ask")
     async def ask(request: Request):
         runner.check_capacity()  # the queue limit applies before the body is read
-        return await runner.run(await read_question(request))
+        return await runner.run(await read_question(request, body_timeout))
 
     @app.post("/v1/ask/stream")
     async def ask_stream(request: Request):
         runner.check_capacity()  # refuse before the body is read and the stream opens, with a proper status
-        question = await read_question(request)
+        question = await read_question(request, body_timeout)
         loop = asyncio.get_running_loop()
         steps: asyncio.Queue = asyncio.Queue()
         cancel = threading.Event()
