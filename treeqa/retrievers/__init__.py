@@ -8,13 +8,13 @@ file, indexed once under a name (`build_corpus_index(file, name)`, `treeqa index
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from treeqa.data.corpus import Passage, load_corpus
 from treeqa.retrievers.base import IndexMissingError, Retriever
 from treeqa.retrievers.bm25 import BM25Retriever  # each kind's module registers it in RETRIEVERS
+from treeqa.retrievers.corpora import read_entry, update_entry
 from treeqa.retrievers.dense import DenseRetriever
 from treeqa.retrievers.indexed import RETRIEVERS
 from treeqa.settings import get_settings
@@ -46,13 +46,13 @@ def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 10
     retriever, kept = RETRIEVERS.lookup(kind).index_file(  # an unknown kind: an error naming the kinds
         path, get_settings().index_dir, name, chunk_words, index_type=index_type, batch_size=batch_size,
         embed_fn=embed_fn, ray_address=ray_address)
-    registry = _registry(name)
-    entry = json.loads(registry.read_text()) if registry.is_file() else {}
-    if entry.get("file") != str(path) or entry.get("chunk_words") != chunk_words:
-        entry = {}  # another file under this name: what was built for the old one no longer counts
-    entry.update({"name": name, "file": str(path), "chunk_words": chunk_words, **kept})
-    registry.parent.mkdir(parents=True, exist_ok=True)
-    registry.write_text(json.dumps(entry, indent=2))
+
+    def register(entry: dict) -> dict:
+        if entry.get("file") != str(path) or entry.get("chunk_words") != chunk_words:
+            entry = {}  # another file under this name: what was built for the old one no longer counts
+        return entry | {"name": name, "file": str(path), "chunk_words": chunk_words, **kept}
+
+    update_entry(_registry(name), name, register)  # locked and atomic: builds of one name may run at once
     return retriever
 
 
@@ -63,7 +63,7 @@ def registered_corpus(name: str) -> dict:
     if not registry.is_file():
         raise IndexMissingError(f"no corpus named {name!r}; index one with "
                                 f"`treeqa index build --corpus-file FILE.jsonl --name {name}`")
-    entry = json.loads(registry.read_text())
+    entry = read_entry(registry, name)  # a torn file: an error naming it
     if not Path(entry["file"]).is_file():
         raise IndexMissingError(f"corpus {name!r}: its file {entry['file']} is gone; index it again")
     return entry
