@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     max_tokens: int = Field(default=512, ge=1, description="Default cap on generated tokens per call.")
     allow_hub: bool = Field(default=False,
                             description="Let loaders fetch a dataset from the Hugging Face hub when it is not local.")
+    full_splits: bool = Field(default=False,
+                              description="Read every record of an official full file (e.g. HotpotQA's whole dev "
+                                          "set), not only our subset's records.")
     kv_cache_mb: int = Field(default=512, ge=0,
                              description="RAM for saved prompt-prefix states of the embedded LLM (0 disables).")
     memory_cache_entries: int = Field(default=2048, ge=1,

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from treeqa.data.full_files import cut_to_ids, split_source
 from treeqa.data.loaders import (
     NQ_GOLD_PASSAGES,
     SPLITS,
@@ -50,10 +51,11 @@ def _paragraphs_of(layout: str, record: dict) -> Iterator[tuple[str, str]]:
 def _dataset_paragraphs(root: Path, dataset: str) -> Iterator[tuple[str, str]]:
     for split in sorted(SPLITS[dataset]):
         spec = SPLITS[dataset][split]
-        path = root / spec.path
+        path, keep = split_source(dataset, split, root / spec.path, root)  # a full file: our subset's records
         if not path.is_file():
             raise DataError(f"{dataset} corpus: expected the file {path}")
-        for where, record in _read_records(path):
+        records = _read_records(path) if keep is None else cut_to_ids(_read_records(path), keep, path, DataError)
+        for where, record in records:
             try:
                 yield from _paragraphs_of(spec.layout, record)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -29,6 +29,7 @@ from typing import Any
 import dspy
 
 from treeqa.data.answers import normalize_answer
+from treeqa.data.full_files import cut_to_ids, split_source
 from treeqa.data.passage import clean_whitespace, passage_id
 from treeqa.registry import Registry
 from treeqa.settings import get_settings
@@ -255,11 +256,13 @@ def _read_records(path: Path) -> Iterator[tuple[str, Any]]:
     return _read_json_list(path)
 
 
-def read_split_file(path: Path, layout: str, id_prefix: str) -> list[dspy.Example]:
-    """Parse every record of one file; a malformed record raises `DataError` naming file and line."""
+def read_split_file(path: Path, layout: str, id_prefix: str, keep: list[str] | None = None) -> list[dspy.Example]:
+    """Parse every record of one file (only those whose ids are in `keep`, in its order: an
+    official full file read as our subset); a malformed record raises `DataError` naming file and line."""
     parse = _PARSERS[layout]
     examples = []
-    for where, raw in _read_records(path):
+    records = _read_records(path) if keep is None else cut_to_ids(_read_records(path), keep, path, DataError)
+    for where, raw in records:
         try:
             ex = parse(raw, f"{id_prefix}-{where.split()[-1]}")
         except (KeyError, TypeError, ValueError, SyntaxError, IndexError, AttributeError) as exc:
@@ -371,11 +374,12 @@ def _nq_test_gold(split: str, examples: list[dspy.Example], root: Path) -> list[
 
 
 def load_split(dataset: str, split: str) -> list[dspy.Example]:
-    """Every example of a split, in file order."""
-    path = split_path(dataset, split)
+    """Every example of a split, in file order (an official full file in place of our subset:
+    our subset's records, in our order, `full_files`)."""
+    path, keep = split_source(dataset, split, split_path(dataset, split), data_dir())
     found = get_dataset(dataset)
     if path.is_file():
-        examples = read_split_file(path, found.splits[split].layout, f"{dataset}-{split}")
+        examples = read_split_file(path, found.splits[split].layout, f"{dataset}-{split}", keep)
         return found.after_read(split, examples, data_dir()) if found.after_read else examples
     hub = found.hub
     if get_settings().allow_hub and hub is not None and split in hub.splits:
