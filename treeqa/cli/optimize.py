@@ -35,8 +35,18 @@ TrainOption = Annotated[int | None, typer.Option(help="Training questions to com
 TrainFromOption = Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "
                                                           "musique's decompositions for the beam on nq); only "
                                                           "compilers that learn from annotations alone.")]
-DevOption = Annotated[int, typer.Option("--n", "--dev", help="Questions to evaluate on (seeded sample of the dev "
-                                                             "split), zero-shot and compiled.")]
+DevOption = Annotated[int | None, typer.Option("--n", "--dev", help="Questions to evaluate on (seeded sample of the "
+                                                                    f"dev split), zero-shot and compiled [default: "
+                                                                    f"{OPT.dev}].", show_default=False)]
+SampleOption = Annotated[str | None, typer.Option("--sample", help="The dev questions by a committed sample's name "
+                                                                   "(treeqa/data/samples/index.json), exactly its "
+                                                                   "ids in order.", show_default=False)]
+IdsOption = Annotated[str | None, typer.Option("--ids", help="The dev questions by a file of ids, one a line.",
+                                               show_default=False)]
+TrainSampleOption = Annotated[str | None, typer.Option("--train-sample", help="The train questions by a committed "
+                                                                              "sample's name.", show_default=False)]
+TrainIdsOption = Annotated[str | None, typer.Option("--train-ids", help="The train questions by a file of ids, one "
+                                                                        "a line.", show_default=False)]
 SkipOption = Annotated[int, typer.Option(help="Leave out the first SKIP dev questions of the seeded order (a sample "
                                               "already examined), taking the next DEV.")]
 TeacherOption = Annotated[str | None, typer.Option(help="LM that bootstraps demos / proposes instructions.")]
@@ -61,12 +71,17 @@ ZeroShotOption = Annotated[bool, typer.Option(help="Evaluate the zero-shot progr
 @app.command("optimize")
 def optimize_cmd(
     program: Annotated[str, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = OPT.program,
-    dataset: Annotated[str, typer.Option(help=f"One of {', '.join(DATASETS)}.")] = OPT.dataset,
+    dataset: Annotated[str | None, typer.Option(help=f"One of {', '.join(DATASETS)} [default: {OPT.dataset}, or "
+                                                      "the --sample's].", show_default=False)] = None,
     optimizer: OptimizerOption = None,
     train: TrainOption = None,
     train_from: TrainFromOption = None,
-    dev: DevOption = OPT.dev,
+    dev: DevOption = None,
     skip: SkipOption = OPT.skip,
+    sample_name: SampleOption = None,
+    ids: IdsOption = None,
+    train_sample: TrainSampleOption = None,
+    train_ids: TrainIdsOption = None,
     seed: Annotated[int, typer.Option(help="Sampling and optimizer seed.")] = OPT.seed,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
@@ -97,8 +112,9 @@ def optimize_cmd(
     from treeqa.programs.compiled import CompiledProgramError
 
     try:
-        spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train_from=train_from, train=train,
-                            dev=dev, seed=seed,
+        dataset, asked = _questions_by_id(dataset, train_from, dev, train, sample_name, ids, train_sample, train_ids)
+        spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train_from=train_from, **asked,
+                            seed=seed,
                             skip=skip, lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever,
                             corpus=corpus, threads=threads or concurrency,
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
@@ -111,3 +127,28 @@ def optimize_cmd(
     except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:
         fail(exc)
 
+
+
+def _questions_by_id(dataset, train_from, dev, train, sample_name, ids, train_sample, train_ids) -> tuple[str, dict]:
+    """(dataset, the spec's sizes and ids): each side's questions by a committed sample or an id
+    file where given (a sample's dataset and split must be the side's), else seeded."""
+    from treeqa.data.samples import selection
+    from treeqa.optimize.spec import splits_for
+
+    dev_chosen = selection(sample_name, ids, dataset, None)
+    dataset = dataset or (dev_chosen.dataset if dev_chosen and dev_chosen.dataset else OPT.dataset)
+    train_dataset = train_from or dataset
+    train_chosen = selection(train_sample, train_ids, train_dataset, None, option="--train-sample")
+    asked = {"dev": OPT.dev if dev is None else dev, "train": train}
+    for side, chosen, split, option in (("dev", dev_chosen, splits_for(dataset)[1], "--sample"),
+                                        ("train", train_chosen, splits_for(train_dataset)[0], "--train-sample")):
+        if chosen is None:
+            continue
+        if chosen.split not in (None, split):
+            raise ValueError(f"{option} {chosen.name} is {chosen.dataset} {chosen.split}: the {side} side asks "
+                             f"{split} questions")
+        size = dev if side == "dev" else train
+        asked[side] = len(chosen.ids) if size is None else size
+        prefix = "" if side == "dev" else "train_"
+        asked |= {f"{prefix}ids": chosen.ids, f"{prefix}sample": chosen.name}
+    return dataset, asked

@@ -24,6 +24,7 @@ from treeqa.cli.common import (
     load_searching,
     parse_params,
 )
+from treeqa.data.samples import selection
 from treeqa.evaluation.runs import EvalSpec
 from treeqa.programs import BASELINE, COMPARED, PROGRAMS
 
@@ -66,6 +67,13 @@ RetryOption = Annotated[bool, typer.Option("--retry-failed", help="Run again the
                                                                   "failed LM call or an error.")]
 MaxErrorsOption = Annotated[int, typer.Option(help="Stop after this many questions in a row whose LM calls all "
                                                    "failed (0: never stop).")]
+SampleOption = Annotated[str | None, typer.Option("--sample", help="A committed sample by name (treeqa/data/samples/"
+                                                                   "index.json, e.g. hotpotqa-dev100): exactly its "
+                                                                   "questions, by id, in order; it names its dataset "
+                                                                   "and split.", show_default=False)]
+IdsOption = Annotated[str | None, typer.Option("--ids", help="A file of question ids, one a line: exactly those "
+                                                              "questions of --dataset/--split, in that order.",
+                                               show_default=False)]
 BudgetOption = Annotated[float | None, typer.Option(help="Seconds one question may take; one past it is recorded "
                                                          "as failed and the run goes on.")]
 
@@ -75,9 +83,12 @@ def evaluate_cmd(
     program: Annotated[str | None, typer.Option(help=f"One of {PROGRAM_NAMES}.")] = None,
     dataset: DatasetOption = None,
     split: SplitOption = None,
-    n: Annotated[int, typer.Option("--n", "--dev", help="Number of questions (seeded sample).")] = EVAL.n,
+    n: Annotated[int | None, typer.Option("--n", "--dev", help=f"Number of questions (seeded sample) "
+                                                              f"[default: {EVAL.n}].", show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = EVAL.seed,
     skip: SkipOption = EVAL.skip,
+    sample_name: SampleOption = None,
+    ids: IdsOption = None,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
@@ -99,7 +110,10 @@ def evaluate_cmd(
     from treeqa.evaluation.runs import run_evaluation
 
     try:
-        sample = {"n": n, "seed": seed, "skip": skip, "lm": lm, "api_base": api_base,
+        chosen = selection(sample_name, ids, dataset, split)
+        if chosen:
+            dataset, split = chosen.dataset or dataset, chosen.split or split
+        sample = {**by_ids(chosen, n, EVAL.n), "seed": seed, "skip": skip, "lm": lm, "api_base": api_base,
                   "threads": threads or concurrency, "cache": cache}
         spec, loaded = _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset,
                                         parse_params(param), sample)
@@ -108,6 +122,14 @@ def evaluate_cmd(
     except (ValueError, FileNotFoundError, RunAborted) as exc:
         fail(exc)
     _print_run(result)
+
+
+def by_ids(chosen, n: int | None, default_n: int) -> dict:
+    """The spec's fields for the questions asked: `n` of the seeded order, or the chosen ids (n is
+    their number; an --n that says otherwise is left for the spec to refuse)."""
+    if chosen is None:
+        return {"n": default_n if n is None else n}
+    return {"n": len(chosen.ids) if n is None else n, "ids": chosen.ids, "sample": chosen.name}
 
 
 def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset, params: dict, sample: dict):
@@ -194,10 +216,14 @@ def compare_cmd(
         ",".join(COMPARED)),
     against: Annotated[str | None, typer.Option(help="The program every other one is paired with "
                                                     "(default: rta when listed, else the first).")] = None,
-    dataset: Annotated[str, typer.Option(help="Dataset to evaluate on.")] = "hotpotqa",
+    dataset: Annotated[str | None, typer.Option(help="Dataset to evaluate on [default: hotpotqa].",
+                                                show_default=False)] = None,
     split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report).")] = None,
-    n: Annotated[int, typer.Option("--n", help="Number of questions (seeded sample).")] = 5,
+    n: Annotated[int | None, typer.Option("--n", help="Number of questions (seeded sample) [default: 5].",
+                                          show_default=False)] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
+    sample_name: SampleOption = None,
+    ids: IdsOption = None,
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
@@ -220,7 +246,12 @@ def compare_cmd(
         fail(f"--against {base!r} is not among --programs")
     rows, records, data = {}, {}, None
     try:  # every name checked before the first program runs: a typo in the last is not an hour lost
-        specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), n=n,
+        chosen = selection(sample_name, ids, dataset, split)
+        if chosen:
+            dataset, split = chosen.dataset or dataset, chosen.split or split
+        dataset = dataset or "hotpotqa"
+        asked = by_ids(chosen, n, 5)
+        specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), **asked,
                                 seed=seed, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus,
                                 threads=threads or concurrency, cache=cache,
                                 preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)

@@ -243,8 +243,9 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     params = {**settings, "_compiled": str(Path(compiled).resolve()),
               "_replay_of": recorded.key()}
     spec = EvalSpec(program=recipe["program"], dataset=recorded.dataset, split=recorded.split, n=recorded.n,
-                    seed=recorded.seed, skip=recorded.skip, lm=lm, api_base=api_base, retriever=recorded.retriever,
-                    corpus=recorded.corpus, params=params, cache=cache)
+                    seed=recorded.seed, skip=recorded.skip, ids=recorded.ids, sample=recorded.sample, lm=lm,
+                    api_base=api_base, retriever=recorded.retriever, corpus=recorded.corpus, params=params,
+                    cache=cache)
     counted: list[int] = []
 
     def only(examples: list) -> list:

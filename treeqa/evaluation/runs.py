@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, computed_field, model_validator
 
 from treeqa.evaluation.tables import markdown_table
 from treeqa.programs import ProgramSpec, resolve_program
@@ -44,6 +44,8 @@ class EvalSpec(BaseModel):
     n: int = Field(30, ge=1)
     seed: int = 0
     skip: int = Field(0, ge=0)  # leave out the first `skip` of the seeded order (questions already examined)
+    ids: list[str] | None = None  # exactly these questions, in this order (--sample/--ids), not a seeded draw
+    sample: str | None = None  # the committed sample `ids` come from, by name (a label: the ids decide)
     lm: str = "local"
     api_base: str | None = None
     retriever: str = "dense"
@@ -61,11 +63,34 @@ class EvalSpec(BaseModel):
         program is resolved once, here, for everything downstream (`resolved`)."""
         self._resolved = resolve_program(self.program, self.params, self.preset)
         check_spec_names(self.dataset, self.split, self.retriever)
+        if self.ids is not None:
+            self._check_ids()
         if self.corpus is not None:
             from treeqa.retrievers import check_corpus_name
 
             check_corpus_name(self.corpus)
         return self
+
+    def _check_ids(self) -> None:
+        """A run by ids asks each id once and all of them (n is their number); a sample name is a
+        committed one (it names the default folder)."""
+        from treeqa.data.sample_ids import sample_info
+
+        if not self.ids or len(set(self.ids)) != len(self.ids):
+            raise ValueError("ids must name at least one question, each once")
+        if self.n != len(self.ids):
+            raise ValueError(f"n={self.n} but {len(self.ids)} ids are given: a run by ids asks them all")
+        if self.sample is not None:
+            sample_info(self.sample)
+
+    @computed_field
+    @property
+    def ids_sha256(self) -> str | None:
+        """The hash of the ids a run by ids asks (what its key holds in place of the list; spec.json
+        shows it)."""
+        from treeqa.data.sample_ids import ids_sha256
+
+        return ids_sha256(self.ids) if self.ids is not None else None
 
     @property
     def resolved(self) -> ProgramSpec:
@@ -75,11 +100,13 @@ class EvalSpec(BaseModel):
     def decisive(self) -> dict[str, Any]:
         """The fields that decide results (a field added later counts only when set, so the
         keys of earlier runs stay the same)."""
-        out = self.model_dump(exclude={"threads", "api_base", "cache"})
+        out = self.model_dump(exclude={"threads", "api_base", "cache", "ids", "sample", "ids_sha256"})
         if out["corpus"] is None:
             del out["corpus"]
         if not out["skip"]:
             del out["skip"]
+        if self.ids is not None:  # the ids themselves, by their hash: other ids are another run
+            out["ids_sha256"] = self.ids_sha256
         return out
 
     def key(self) -> str:
@@ -87,6 +114,9 @@ class EvalSpec(BaseModel):
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
+        if self.ids is not None:
+            return RUNS_DIR / (self.sample or f"{self.dataset}-{self.split}-ids-{self.ids_sha256[:8]}") / \
+                f"{label}-{self.key()}"
         skipped = f"-skip{self.skip}" if self.skip else ""
         return RUNS_DIR / f"{self.dataset}-{self.split}-n{self.n}-s{self.seed}{skipped}" / f"{label}-{self.key()}"
 
@@ -231,7 +261,7 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
         raise ValueError(f"--max-errors must be 0 (never stop) or more, got {max_errors}")
     if question_budget is not None and not question_budget > 0:
         raise ValueError(f"--question-budget must be a positive number of seconds, got {question_budget}")
-    examples = select_examples(spec.dataset, spec.split, spec.n, spec.seed, spec.skip, option="--n")
+    examples = select_examples(spec.dataset, spec.split, spec.n, spec.seed, spec.skip, option="--n", ids=spec.ids)
     if only is not None:
         examples = only(examples)
     out_dir = Path(out) if out else spec.default_out()
@@ -247,10 +277,16 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
         return _run_locked(spec, examples, out_dir, program, retry_failed, max_errors, question_budget)
 
 
-def select_examples(dataset: str, split: str, n: int, seed: int, skip: int = 0, option: str = "--n") -> list:
-    """The seeded sample a spec names; asking for more questions than the split holds is an
-    error (a spec that says 100000 must not silently mean 297)."""
+def select_examples(dataset: str, split: str, n: int, seed: int, skip: int = 0, option: str = "--n",
+                    ids: list[str] | None = None) -> list:
+    """The seeded sample a spec names, or its `ids` in their order; asking for more questions
+    than the split holds is an error (a spec that says 100000 must not silently mean 297)."""
     from treeqa.data import load_examples
+
+    if ids is not None:
+        from treeqa.data.samples import load_by_ids
+
+        return load_by_ids(dataset, split, ids)
 
     examples = load_examples(dataset, split, n=n, seed=seed, skip=skip)
     if len(examples) < n:
@@ -298,8 +334,9 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
     if judged is not None:
         result["summary"]["decisions"] = judged
     after = f", after the first {spec.skip}" if spec.skip else ""
-    data = {"split": spec.split, "questions": f"{len(examples)} seeded (seed {spec.seed}{after}) from "
-                                              f"{SPLITS[spec.dataset][spec.split].path}"}
+    drawn = (f"by id ({spec.sample or 'ids'}, sha256 {spec.ids_sha256[:12]})" if spec.ids is not None
+             else f"seeded (seed {spec.seed}{after})")
+    data = {"split": spec.split, "questions": f"{len(examples)} {drawn} from {SPLITS[spec.dataset][spec.split].path}"}
     if retriever_used:
         data["corpus"] = f"your corpus {spec.corpus!r}" if spec.corpus else corpus_description(spec.dataset)
         data["retriever"] = spec.retriever

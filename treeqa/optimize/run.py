@@ -52,6 +52,10 @@ def check_compiled_matches(compile_info: dict, spec: OptimizeSpec, path: Path) -
     if found != wanted:
         raise ValueError(f"{path} was compiled with {found['optimizer']!r} on {found['train']} train questions, "
                          f"not {spec.optimizer!r} on {spec.train}: use another --out")
+    ids_hash = spec.id_hashes.get("train_ids_sha256")
+    if compile_info.get("train_ids_sha256") != ids_hash:
+        raise ValueError(f"{path} was compiled on other train questions than these (ids sha256 "
+                         f"{compile_info.get('train_ids_sha256')} there, {ids_hash} now): use another --out")
 
 
 @dataclass
@@ -123,8 +127,9 @@ def check(spec: OptimizeSpec, out_dir: Path) -> Checked:
     _check_sources(spec, eval_spec)
     train_dataset = spec.train_from or spec.dataset
     splits = {"train": splits_for(train_dataset)[0], "dev": splits_for(spec.dataset)[1]}
-    trainset = select_examples(train_dataset, splits["train"], spec.train, spec.seed, option="--train")
-    select_examples(spec.dataset, splits["dev"], spec.dev, spec.seed, spec.skip, option="--dev")
+    trainset = select_examples(train_dataset, splits["train"], spec.train, spec.seed, option="--train",
+                               ids=spec.train_ids)
+    select_examples(spec.dataset, splits["dev"], spec.dev, spec.seed, spec.skip, option="--dev", ids=spec.ids)
     names = stages(spec.optimizer)
     # GEPA reflects on minibatches of one part and accepts candidates on the other
     fit_on, valset = gepa_split(trainset) if any(compilers()[n].holds_out for n in names) else (trainset, None)
@@ -172,6 +177,7 @@ def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=prin
     calls_made = sum(len(v) for v in usage.usage_data.values())
     info = {"optimizer": spec.optimizer, "train": len(checked.trainset), "train_split": train_split,
             **({"train_dataset": checked.train_dataset} if spec.train_from else {}),
+            **{k: v for k, v in spec.id_hashes.items() if k == "train_ids_sha256"},
             "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
             "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
             "instructions_changed": changed_instructions(checked.program, compiled)}

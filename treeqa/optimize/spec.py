@@ -97,6 +97,10 @@ class OptimizeSpec(BaseModel):
     dev: int = Field(20, ge=1)  # `make demo` (ToR, 20 dev questions) takes about 15 minutes on 2 cores
     seed: int = 0
     skip: int = Field(0, ge=0)  # dev questions left out at the start of the seeded order (already examined)
+    ids: list[str] | None = None  # exactly these dev questions, in order (--sample/--ids), not a seeded draw
+    sample: str | None = None  # the committed sample `ids` come from, by name
+    train_ids: list[str] | None = None  # exactly these train questions (--train-sample/--train-ids)
+    train_sample: str | None = None
     lm: str = "local"
     api_base: str | None = None
     teacher_lm: str | None = None
@@ -123,6 +127,7 @@ class OptimizeSpec(BaseModel):
         """Unknown names and bad settings fail before any folder is made or any LM is called;
         the program is resolved once, here (`resolved`)."""
         self._resolved = resolve_program(self.program, self.params, self.preset)
+        self._sizes_from_ids()
         self._default_compile()
         names = stages(self.optimizer)
         check_spec_names(self.dataset, None, self.retriever)
@@ -139,6 +144,27 @@ class OptimizeSpec(BaseModel):
                                  f"another dataset ({able})")
         self._check_compilers(names)
         return self
+
+    def _sizes_from_ids(self) -> None:
+        """Questions given by id set the sizes (train, dev): a size that says otherwise is refused."""
+        for ids, size, option in ((self.ids, "dev", "--dev"), (self.train_ids, "train", "--train")):
+            if ids is None:
+                continue
+            if not ids or len(set(ids)) != len(ids):
+                raise ValueError(f"{option} ids must name at least one question, each once")
+            if size == "train" and self.train is None:
+                self.train = len(ids)
+            if getattr(self, size) != len(ids):
+                raise ValueError(f"{option} {getattr(self, size)} but {len(ids)} ids are given: a sample by ids "
+                                 "asks them all")
+
+    @property
+    def id_hashes(self) -> dict[str, str]:
+        """The sha256 of each side's ids, for the sides given by id (what the run's key holds)."""
+        from treeqa.data.sample_ids import ids_sha256
+
+        return {f"{side}_sha256": ids_sha256(ids) for side, ids in (("ids", self.ids), ("train_ids", self.train_ids))
+                if ids is not None}
 
     def _default_compile(self) -> None:
         """An optimizer or train size left unset (None) takes the program's own default compile
@@ -182,16 +208,18 @@ class OptimizeSpec(BaseModel):
     def eval_spec(self) -> EvalSpec:
         _, dev_split = splits_for(self.dataset)
         return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
-                        skip=self.skip, lm=self.lm, api_base=self.api_base, retriever=self.retriever,
-                        corpus=self.corpus, preset=self.preset,
+                        skip=self.skip, ids=self.ids, sample=self.sample, lm=self.lm, api_base=self.api_base,
+                        retriever=self.retriever, corpus=self.corpus, preset=self.preset,
                         params=self.params, threads=self.threads, cache=self.cache)
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")
         exclude = ({"threads", "api_base", "cache", "zero_shot_from", "replay_from", "zero_shot"}
                    | ({"skip"} if not self.skip else set())
-                   | ({"train_from"} if self.train_from is None else set()))
-        key = EvalSpec(program=self.program, params={**self.params, "_opt": self.model_dump(exclude=exclude)}).key()
+                   | ({"train_from"} if self.train_from is None else set())
+                   | {"ids", "sample", "train_ids", "train_sample"})  # the ids by their hashes, when given
+        decisive = {**self.model_dump(exclude=exclude), **self.id_hashes}
+        key = EvalSpec(program=self.program, params={**self.params, "_opt": decisive}).key()
         return RUNS_DIR / "optimize" / f"{self.dataset}-{label}-{self.optimizer}-{key}"
 
     def tuning(self) -> dict[str, int]:
