@@ -82,6 +82,6 @@ def test_optimize_takes_each_side_by_ids(scripted, tmp_path):
     assert read_recipe(out / "compiled.json")[0]["compile"]["train_ids_sha256"] == ids_sha256(["hp-train-2"])
     train.write_text("hp-train-1\n")  # other train questions: not this folder's compile
     again = run_cli(*args)
-    assert again.exit_code == 1 and "another spec" in again.output
+    assert again.exit_code == 1 and "another spec" in again.output and "other questions by id" in again.output
     wrong = run_cli("optimize", "--program", "direct", "--train-sample", "hotpotqa-dev30", "--out", str(tmp_path / "W"))
     assert wrong.exit_code == 1 and "the train side asks train questions" in wrong.output

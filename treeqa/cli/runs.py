@@ -110,10 +110,8 @@ def evaluate_cmd(
     from treeqa.evaluation.runs import run_evaluation
 
     try:
-        chosen = selection(sample_name, ids, dataset, split)
-        if chosen:
-            dataset, split = chosen.dataset or dataset, chosen.split or split
-        sample = {**by_ids(chosen, n, EVAL.n), "seed": seed, "skip": skip, "lm": lm, "api_base": api_base,
+        dataset, split, asked = asked_questions(sample_name, ids, dataset, split, n, EVAL.n)
+        sample = {**asked, "seed": seed, "skip": skip, "lm": lm, "api_base": api_base,
                   "threads": threads or concurrency, "cache": cache}
         spec, loaded = _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset,
                                         parse_params(param), sample)
@@ -124,12 +122,16 @@ def evaluate_cmd(
     _print_run(result)
 
 
-def by_ids(chosen, n: int | None, default_n: int) -> dict:
-    """The spec's fields for the questions asked: `n` of the seeded order, or the chosen ids (n is
-    their number; an --n that says otherwise is left for the spec to refuse)."""
+def asked_questions(sample_name: str | None, ids: str | None, dataset: str | None, split: str | None,
+                    n: int | None, default_n: int) -> tuple[str | None, str | None, dict]:
+    """(dataset, split, the spec's question fields): `n` of the seeded order, or the ids of
+    --sample/--ids with their dataset and split (n is their number; an --n that says otherwise
+    is left for the spec to refuse)."""
+    chosen = selection(sample_name, ids, dataset, split)
     if chosen is None:
-        return {"n": default_n if n is None else n}
-    return {"n": len(chosen.ids) if n is None else n, "ids": chosen.ids, "sample": chosen.name}
+        return dataset, split, {"n": default_n if n is None else n}
+    return (chosen.dataset or dataset, chosen.split or split,
+            {"n": len(chosen.ids) if n is None else n, "ids": chosen.ids, "sample": chosen.name})
 
 
 def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset, params: dict, sample: dict):
@@ -246,11 +248,8 @@ def compare_cmd(
         fail(f"--against {base!r} is not among --programs")
     rows, records, data = {}, {}, None
     try:  # every name checked before the first program runs: a typo in the last is not an hour lost
-        chosen = selection(sample_name, ids, dataset, split)
-        if chosen:
-            dataset, split = chosen.dataset or dataset, chosen.split or split
+        dataset, split, asked = asked_questions(sample_name, ids, dataset, split, n, 5)
         dataset = dataset or "hotpotqa"
-        asked = by_ids(chosen, n, 5)
         specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), **asked,
                                 seed=seed, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus,
                                 threads=threads or concurrency, cache=cache,

@@ -107,8 +107,9 @@ def _check_folder(spec: OptimizeSpec, out_dir: Path) -> None:
         except ValueError as exc:
             raise ValueError(f"{spec_file} is not an optimize spec: use another --out") from exc
         if earlier.model_dump(exclude=NOT_DECISIVE) != spec.model_dump(exclude=NOT_DECISIVE):
+            by_id = " (other questions by id)" if earlier.id_hashes != spec.id_hashes else ""
             raise ValueError(f"{out_dir} holds an optimize run of another spec ({earlier.optimizer} on "
-                             f"{earlier.program}, train {earlier.train}, dev {earlier.dev}): use another --out")
+                             f"{earlier.program}, train {earlier.train}, dev {earlier.dev}){by_id}: use another --out")
     if (out_dir / "compiled.json").is_file():  # checked before spec.json is (re)written
         check_compiled_matches(read_recipe(out_dir / "compiled.json")[0].get("compile") or {}, spec,
                                out_dir / "compiled.json")
