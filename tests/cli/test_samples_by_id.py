@@ -85,3 +85,26 @@ def test_optimize_takes_each_side_by_ids(scripted, tmp_path):
     assert again.exit_code == 1 and "another spec" in again.output and "other questions by id" in again.output
     wrong = run_cli("optimize", "--program", "direct", "--train-sample", "hotpotqa-dev30", "--out", str(tmp_path / "W"))
     assert wrong.exit_code == 1 and "the train side asks train questions" in wrong.output
+
+
+def test_a_replay_of_a_run_by_ids_replays_those_questions(fixture_data, tmp_path, monkeypatch):
+    from tests.fakes import answering, review, review_kind, scripted_lm, tree_retriever, use_lm
+    from treeqa.programs.compiled import save_compiled
+    from treeqa.programs.tree_of_reviews import TreeOfReviews
+
+    searcher = tree_retriever()
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda dataset, kind, corpus=None: searcher)
+    lm, _ = scripted_lm(answering(lambda call: review("accept", analysis="enough")), classify=review_kind,
+                        whole_call=True)
+    use_lm(monkeypatch, lm)
+    compiled = save_compiled(TreeOfReviews(retriever=tree_retriever(), widths=(2, 1)), tmp_path / "tor.json",
+                             name="tor", dataset="hotpotqa", retriever="dense")
+    ids = tmp_path / "ids.txt"
+    ids.write_text("hp-dev-2\n")  # the seeded first question is hp-dev-1: a replay by n would miss this one
+    run = tmp_path / "run"
+    assert run_cli("evaluate", "--compiled", str(compiled), "--ids", str(ids), "--out", str(run)).exit_code == 0
+    searcher.passages = [p for made in searcher._made.values() for p in made]
+    result = run_cli("replay", str(run), "--compiled", str(compiled), "--out", str(tmp_path / "replay"))
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in _records(tmp_path / "replay")] == ["hp-dev-2"]
+    assert json.loads((tmp_path / "replay" / "spec.json").read_text())["ids"] == ["hp-dev-2"]
