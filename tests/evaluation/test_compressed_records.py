@@ -12,6 +12,7 @@ import pytest
 
 from tests.fakes import answering, review, review_kind, scripted_lm, tree_retriever, use_lm
 from treeqa.evaluation.records import read_records, records_file
+from treeqa.evaluation.repick import RepickError, repick_run
 from treeqa.settings import PROJECT_ROOT
 
 
@@ -153,5 +154,5 @@ def test_a_compressed_run_is_adopted_decompressed(fixture_data, tmp_path, monkey
     beam.mkdir()
     (beam / "spec.json").write_text(json.dumps({"program": "beam"}))
     (beam / "predictions.jsonl").write_text(json.dumps(_record(1)) + "\n")
-    with pytest.raises(SystemExit, match="already holds records"):
-        _script("repick").main([str(beam), str(tmp_path / "reference")])
+    with pytest.raises(RepickError, match="already holds records"):
+        repick_run(beam, tmp_path / "reference", "vote", "treeqa repick")

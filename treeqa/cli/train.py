@@ -1,4 +1,7 @@
-"""`treeqa train ...`: the reader's training set, and a LoRA reader trained on it."""
+"""treeqa train: the commands about a program's trained weights (a LoRA adapter on the embedded
+reader). `train reads` builds the reader's training set, `train reasons` finds reasons for it,
+`train lora` trains an adapter on it, and `train attach` puts an adapter already trained on any
+compiled program's predictors."""
 
 from __future__ import annotations
 
@@ -8,10 +11,69 @@ from typing import Annotated
 
 import typer
 
-from treeqa.cli.common import app
+from treeqa.cli.common import app, fail
+from treeqa.programs.compiled import (
+    CompiledProgramError,
+    attach_adapter,
+    load_program,
+    read_recipe,
+    save_compiled,
+)
+from treeqa.retrievers.base import Retriever
 
-train_app = typer.Typer(help="Train the reader's weights (LoRA on the embedded model).", no_args_is_help=True)
+train_app = typer.Typer(help="A program's trained weights (LoRA adapters on the embedded model).",
+                        no_args_is_help=True)
 app.add_typer(train_app, name="train")
+
+
+class _NoSearch(Retriever):
+    """Stands in for the index while a compiled file is rewritten: attaching an adapter needs the
+    program's predictors, not its corpus, so no index is loaded (or built) for it."""
+
+    passages = []
+
+    def search_batch(self, queries: list[str], k: int):
+        raise RuntimeError("a program loaded to attach an adapter does not search")
+
+
+def attach_to_compiled(compiled: Path, adapter: Path, out: Path, predictors: list[str]) -> tuple[Path, list[str]]:
+    """Write `out`: the compiled program of `compiled` with `adapter` on `predictors` (default:
+    the program's own reader), the adapter copied beside `out` and recorded with its size and
+    sha256 as `optimize` records one. Returns (out, the predictors)."""
+    recipe, _ = read_recipe(compiled)
+    program = load_program(compiled, retriever=_NoSearch())
+    predictors = predictors or [type(program).reader]
+    if None in predictors:
+        raise CompiledProgramError(f"{compiled}: a {recipe['program']!r} program has no reader; name the "
+                                   "predictors with --predictor")
+    attach_adapter(program, adapter, predictors)
+    extra = {key: recipe[key] for key in ("compile", "corpus") if key in recipe}
+    extra["adapter_added"] = {"from": str(compiled), "adapter": adapter.name, "predictors": predictors}
+    path = save_compiled(program, out, name=recipe["program"], dataset=recipe["dataset"],
+                         retriever=recipe.get("retriever", "dense"), preset=recipe.get("preset"),
+                         params=recipe.get("params") or {}, extra=extra)
+    return path, predictors
+
+
+@train_app.command("attach")
+def attach_cmd(
+    compiled: Annotated[Path, typer.Argument(help="A compiled program (compiled.json).")],
+    adapter: Annotated[Path, typer.Argument(help="A LoRA adapter (.gguf) trained on the embedded model.")],
+    out: Annotated[Path, typer.Argument(help="The new compiled file (.json); the adapter is copied beside it.")],
+    predictor: Annotated[list[str] | None, typer.Option(help="A predictor to answer through the adapter "
+                                                             "(repeat it; default: the program's reader).")]
+    = None,
+) -> None:
+    """Put a trained LoRA adapter on a compiled program's reader (or the predictors named), saved as a
+    new compiled file: to measure an adapter trained on one program's reads inside another program.
+    Nothing is trained and no LM is called."""
+    if not adapter.is_file():
+        fail(f"{adapter}: no such adapter")
+    try:
+        path, predictors = attach_to_compiled(compiled, adapter, out, predictor or [])
+    except CompiledProgramError as exc:
+        fail(exc)
+    typer.echo(f"wrote {path}: {read_recipe(path)[0]['program']} with {adapter.name} on {', '.join(predictors)}")
 
 
 @train_app.command("reads")

@@ -1,27 +1,19 @@
-"""`benchmarks/repick.py`: a beam run's answers re-picked from its trees are the answers a run
-with the other pick gives, because `pick` never changes the search."""
+"""`treeqa repick`: a beam run's answers re-picked from its trees are the answers a run with the
+other pick gives, because `pick` never changes the search."""
 
-import importlib.util
 import json
 
 import dspy
 import pytest
 
-from tests.fakes import BeamScript, FakeRetriever, scripted_lm
+from tests.fakes import BeamScript, FakeRetriever, run_cli, scripted_lm
 from treeqa.evaluation.loop import run_example
+from treeqa.evaluation.repick import RepickError, repick_run, repicked
 from treeqa.programs.beam_search import BeamSearchQA
-from treeqa.settings import PROJECT_ROOT
 
 QUESTION = "QQ"
 CONF = {"root": 0.4, QUESTION: 0.3, "root1": 0.7, "root2": 0.5, "QQ1": 0.1, "QQ2": 0.2}
 ANSWERS = {"root": "Paris", QUESTION: "paris.", "root2": "The Paris", "QQ2": "Lyon"}
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("repick_script", PROJECT_ROOT / "benchmarks" / "repick.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
 
 
 def _record(pick, gold):
@@ -35,14 +27,14 @@ def _record(pick, gold):
 def test_a_repicked_record_is_the_record_of_a_run_with_that_pick(gold):
     paper, vote = _record("beam", gold), _record("vote", gold)
     assert paper["prediction"] == "ans:root1" and vote["prediction"] == "The Paris"
-    again = _script().repicked(paper, "vote")
+    again = repicked(paper, "vote")
     for key in ("prediction", "em", "f1", "tree"):
         assert again[key] == vote[key], key
     assert again["em"] == (gold == ["Paris"])
-    assert _script().repicked(vote, "beam")["prediction"] == "ans:root1"  # and back
+    assert repicked(vote, "beam")["prediction"] == "ans:root1"  # and back
 
 
-def test_the_script_writes_a_folder_that_record_and_decisions_read(tmp_path, capsys):
+def _beam_run(tmp_path):
     run = tmp_path / "beam"
     run.mkdir()
     records = [_record("beam", ["Paris"]), {"id": "q2", "question": "x", "answers": ["y"], "prediction": "",
@@ -50,14 +42,28 @@ def test_the_script_writes_a_folder_that_record_and_decisions_read(tmp_path, cap
     (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (run / "spec.json").write_text(json.dumps({"program": "beam", "dataset": "webq", "params": {}}))
     (run / "summary.json").write_text(json.dumps({"data": {"webq": "test"}}))
-    _script().main([str(run), str(tmp_path / "vote")])
-    assert "2 records, 1 answers changed; EM 0.0 -> 50.0" in capsys.readouterr().out
+    return run
+
+
+def test_the_command_writes_a_folder_that_record_and_decisions_read(tmp_path):
+    run = _beam_run(tmp_path)
+    result = run_cli("repick", str(run), str(tmp_path / "vote"))
+    assert result.exit_code == 0, result.output
+    assert "2 records, 1 answers changed; EM 0.0 -> 50.0" in result.output
     spec = json.loads((tmp_path / "vote" / "spec.json").read_text())
     assert spec["params"] == {"pick": "vote", "_repicked_from": str(run)}
     summary = json.loads((tmp_path / "vote" / "summary.json").read_text())
-    assert summary["summary"]["em"] == 50.0 and summary["command"].startswith("python benchmarks/repick.py")
-    with pytest.raises(SystemExit, match="already holds records"):
-        _script().main([str(run), str(tmp_path / "vote")])
+    assert summary["summary"]["em"] == 50.0 and summary["data"] == {"webq": "test"}
+    assert summary["command"] == f"treeqa repick {run} {tmp_path / 'vote'} --pick vote"
+
+
+def test_the_command_refuses_a_folder_with_records_and_a_run_of_another_program(tmp_path):
+    run = _beam_run(tmp_path)
+    repick_run(run, tmp_path / "vote", "vote", "treeqa repick")
+    again = run_cli("repick", str(run), str(tmp_path / "vote"))
+    assert again.exit_code == 1 and "already holds records" in again.output
     (run / "spec.json").write_text(json.dumps({"program": "tor"}))
-    with pytest.raises(SystemExit, match="only beam runs have a pick"):
-        _script().main([str(run), str(tmp_path / "other")])
+    other = run_cli("repick", str(run), str(tmp_path / "other"))
+    assert other.exit_code == 1 and "only beam runs have a pick" in other.output
+    with pytest.raises(RepickError, match="no spec.json"):
+        repick_run(tmp_path / "nowhere", tmp_path / "x", "vote", "treeqa repick")
