@@ -30,7 +30,7 @@ def figures_of(run_dir: Path) -> tuple[dict, dict | None]:
     figures = decisions(spec["program"], records, gold) if records else None
     if run_dir.name == "compiled":  # an optimize run's compiled side: named by its folder
         spec = {**spec, "label": f"{spec['program']} compiled ({run_dir.parent.name})"}
-    elif (spec.get("params") or {}).get("_repicked_from"):  # `benchmarks/repick.py`: named by its folder
+    elif (spec.get("params") or {}).get("_repicked_from"):  # `treeqa repick`: named by its folder
         spec = {**spec, "label": f"{spec['program']} ({run_dir.name}, pick={spec['params']['pick']})"}
     elif (spec.get("params") or {}).get("path_judge"):  # `evaluate --compiled`: named by its folder
         spec = {**spec, "label": f"{spec['program']} compiled ({run_dir.name})"}

@@ -16,7 +16,7 @@
 #             order (never trained on, never examined: the first 50 were trained on, 51-150 are the
 #             development sample), rta, rta with the first adapter and with the balanced one
 #   tor-fresh the best compiled 2Wiki ToR (path judge, read_top 3, the reader compiled on recorded
-#             reads) without and with the balanced adapter on its fusion reader (adapter_on.py), on the
+#             reads) without and with the balanced adapter on its fusion reader (treeqa train attach), on the
 #             first 100 of the fresh sample, the two side by side (so a cut leaves a balanced pair)
 #   tor-replay the best compiled ToR of each unexamined dev sample re-reading its recorded searches
 #             (treeqa replay) with the balanced adapter on its fusion reader, and, for 2Wiki, without it
@@ -81,7 +81,7 @@ for step in "${steps[@]}"; do
             balanced=${BALANCED:-benchmarks/runs/lora-reader-rta-balanced}
             tor=benchmarks/runs/2wikimultihopqa-dev-unexamined-skip50-n100/tor-path-judge-read-3-reader/compiled.json
             [ -f "$balanced/compiled-tor-2wikimultihopqa.json" ] ||
-                "$BIN/python" benchmarks/adapter_on.py "$tor" "$balanced/adapter-f451c1c679e9.gguf" \
+                "$BIN/treeqa" train attach "$tor" "$balanced/adapter-f451c1c679e9.gguf" \
                     "$balanced/compiled-tor-2wikimultihopqa.json" --predictor fuse
             "$BIN/treeqa" evaluate --compiled "$tor" --dataset 2wikimultihopqa --split train --skip 150 --n 100 \
                 --no-cache --out "$fresh/tor-path-judge-read-3-reader" &
@@ -94,7 +94,7 @@ for step in "${steps[@]}"; do
             wiki=benchmarks/runs/2wikimultihopqa-dev-unexamined-skip50-n100
             reading=benchmarks/runs/hotpotqa-train40-reading
             [ -f "$balanced/compiled-tor-hotpotqa.json" ] ||
-                "$BIN/python" benchmarks/adapter_on.py "$reading/compile-none/compiled.json" \
+                "$BIN/treeqa" train attach "$reading/compile-none/compiled.json" \
                     "$balanced/adapter-f451c1c679e9.gguf" "$balanced/compiled-tor-hotpotqa.json" --predictor fuse
             "$BIN/treeqa" replay "$hotpot/tor-path-judge-read-3" --compiled "$balanced/compiled-tor-hotpotqa.json" \
                 --source-compiled "$reading/compile-3/compiled.json" --no-cache \
