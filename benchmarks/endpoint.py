@@ -4,15 +4,16 @@
     python benchmarks/endpoint.py --real-server [--questions 4] [--programs rta tor beam]
 
 By default the endpoint is simulated: an OpenAI-compatible server on 127.0.0.1 that waits
-`--latency` seconds and answers any signature (`tests.fakes.simulated_endpoint`), as a server with
-capacity to spare would; the retriever is the tests' fake one, so only the LM's latency counts.
+`--latency` seconds and answers any signature (`servers.simulated_endpoint`), as a server with
+capacity to spare would; the retriever needs no index (`servers.NamedRetriever`), so only the LM's
+latency counts.
 Each program runs on the same questions with each `--threads`: the beam and ToR send one search
 level's calls together (the Ask calls and state chains of a beam depth, the reviews of a node's
 children), the single-path programs answer questions in parallel. The figure that matters is the
 speed-up over `--threads 1`, which shows how much of the calls' latency the code overlaps.
 
 `--real-server` measures the real thing instead: llama.cpp's OpenAI-compatible server with the
-embedded GGUF, started on 127.0.0.1 as the tests start it (`tests.fakes.llama_server`), real
+embedded GGUF, started on 127.0.0.1 (`servers.llama_server`), real
 seeded HotpotQA dev questions and the dense retriever over their pooled corpus (its index must
 be built), each `--threads`, then the embedded engine in this process on the same questions.
 llama-cpp-python's server decodes one request at a time (a lock around its one model: no
@@ -25,18 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes, when run as a script
+import dspy
+from servers import NamedRetriever, llama_server, simulated_endpoint  # benchmarks/, beside this script
 
-import dspy  # noqa: E402
-
-from tests.fakes import FakeRetriever, simulated_endpoint  # noqa: E402
-from treeqa.evaluation.loop import evaluate  # noqa: E402
-from treeqa.lm import get_lm  # noqa: E402
-from treeqa.programs import PROGRAMS, build_program  # noqa: E402
+from treeqa.evaluation.loop import evaluate
+from treeqa.lm import get_lm
+from treeqa.programs import PROGRAMS, build_program
 
 QUESTIONS = ["Which city is the birthplace of the director of Jaws?",
              "Were Scott Derrickson and Ed Wood of the same nationality?",
@@ -54,7 +52,7 @@ def measure(program_name: str, threads: int, lm, examples: list, retriever=None)
     inner, outer = split_threads(program_name, threads, lm)
     settings = dict(SETTINGS[program_name])
     preset = settings.pop("preset", None)
-    retriever = (retriever or FakeRetriever()) if PROGRAMS[program_name].retrieves else None
+    retriever = (retriever or NamedRetriever()) if PROGRAMS[program_name].retrieves else None
     program = build_program(program_name, retriever, preset=preset,
                             **settings, **({"threads": inner} if inner > 1 else {}))
     adapter = adapter_for(lm)  # the chat adapter for an endpoint, JSON under a grammar for the engine
@@ -90,7 +88,6 @@ def sweep(lm, programs, threads_list, examples, retriever=None, backend: str = "
 def real_server_rows(args) -> list[dict]:
     """The local llama.cpp server at each `--threads`, then the embedded engine, on the same
     seeded HotpotQA dev questions with the real retriever."""
-    from tests.fakes import llama_server
     from treeqa.data import load_examples
     from treeqa.retrievers import get_retriever
 
@@ -127,8 +124,8 @@ def main() -> None:
         what = (f"llama-cpp-python's server on 127.0.0.1 (n_ctx 4096, n_threads {args.server_threads}, "
                 f"logits_all {args.logits_all}, one request at a time) and the embedded engine, seeded HotpotQA dev")
     else:
-        with simulated_endpoint(args.latency) as endpoint:
-            lm = get_lm(args.lm, api_base=endpoint.url, cache=False)
+        with simulated_endpoint(args.latency) as url:
+            lm = get_lm(args.lm, api_base=url, cache=False)
             questions = (QUESTIONS * (1 + args.questions // len(QUESTIONS)))[:args.questions]
             rows = sweep(lm, args.programs, args.threads, fake_examples(questions))
         what = f"simulated endpoint, {args.latency} s a call"

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import yaml
 
 from treeqa.evaluation.records import read_records, records_file
 from treeqa.evaluation.stats import compare_records, run_intervals
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # results_page beside it, however this is loaded
+from results_page import PAGE, page  # noqa: E402 (the page rebuilt from the YAMLs)
 
 HERE = Path(__file__).parent
 FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions", "answer_hit@15", "lm_calls_per_q",
@@ -76,53 +80,6 @@ def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
     return out
 
 
-def _recall(fig: dict) -> str:
-    """recall@15, and over how many questions where not all have gold paragraphs (NQ)."""
-    among = fig.get("recall@15_questions")
-    return f"{fig.get('recall@15', '–')}" + (f" (of {among})" if among else "")
-
-
-def _cell(fig: dict, key: str) -> str:
-    ci = fig.get(f"{key}_ci")
-    if ci is None and key == "em" and fig.get("n"):
-        # EM is 0/1 per question, so its bootstrap interval follows from n and the count
-        # alone: older files that kept only the means get the same interval their records would
-        n = int(fig["n"])
-        k = round(float(fig["em"]) * n / 100)
-        ci = run_intervals([{"em": 1.0}] * k + [{"em": 0.0}] * (n - k), keys=("em",))["em_ci"]
-    return f"{fig.get(key)} [{ci[0]}, {ci[1]}]" if ci else str(fig.get(key))
-
-
-def _label(entry: dict) -> str:
-    spec = entry["spec"]
-    label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
-    if entry.get("run") not in (None, spec["program"]):  # older files name no run
-        label += f" `{entry['run']}`"
-    params = {k: v for k, v in (spec.get("params") or {}).items() if not k.startswith("_")}
-    if "path_judge" in params:  # `evaluate --compiled`: the judge's weights are in the YAML, not the table
-        shown = {k: v for k, v in params.items() if k in ("read_top", "fusion", "expansion", "widths")}
-        return f"{label} compiled (path-judge) {shown}"
-    return label + (f" {params}" if params else "")
-
-
-def _variants(entry: dict) -> list[tuple[str, dict]]:
-    """(setting, figures) rows of one YAML entry: an evaluate run's one, an optimize run's two, and
-    the compiled row alone while an optimize run's zero-shot side is unfinished."""
-    if entry["kind"] == "evaluate":
-        source = (entry["spec"].get("params") or {}).get("_repicked_from")
-        if source:  # benchmarks/repick.py: the source run's trees, another pick
-            source = Path(source)
-            return [(f"re-picked from {source.parent.name if source.name == 'compiled' else source.name}",
-                     entry["figures"])]
-        return [("", entry["figures"])]
-    compiled = f"compiled ({entry['spec'].get('optimizer', '?')})"
-    if "figures" in entry:
-        return [(compiled, entry["figures"])]
-    if entry["zero_shot"] is None:  # optimize --no-zero-shot
-        return [(compiled, entry["compiled"])]
-    return [("zero-shot", entry["zero_shot"]), (compiled, entry["compiled"])]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name")
@@ -134,9 +91,7 @@ def main() -> None:
     if args.pair:
         doc["comparisons"] = _pairs(args.runs, args.pair)
     (HERE / f"{args.name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
-    from results_page import PAGE, page  # docs/results.md, from the same YAMLs
-
-    PAGE.write_text(page())
+    PAGE.write_text(page())  # docs/results.md, from the same YAMLs
     print(f"wrote {HERE / (args.name + '.yaml')} and {PAGE}")
 
 

@@ -13,17 +13,62 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # treeqa, when run from a checkout
 
-from record import _cell, _label, _recall, _variants  # noqa: E402
-
+from treeqa.evaluation.stats import run_intervals  # noqa: E402
 from treeqa.evaluation.tables import comparison_table  # noqa: E402
 
 HERE = Path(__file__).parent
 PAGE = HERE.parent / "docs" / "results.md"
 # the samples a claim may be made on come first: questions nobody examined while designing
 ORDER = ("unexamined", "dev100", "dev50", "train", "")
+
+
+def _recall(fig: dict) -> str:
+    """recall@15, and over how many questions where not all have gold paragraphs (NQ)."""
+    among = fig.get("recall@15_questions")
+    return f"{fig.get('recall@15', '–')}" + (f" (of {among})" if among else "")
+
+
+def _cell(fig: dict, key: str) -> str:
+    ci = fig.get(f"{key}_ci")
+    if ci is None and key == "em" and fig.get("n"):
+        # EM is 0/1 per question, so its bootstrap interval follows from n and the count
+        # alone: older files that kept only the means get the same interval their records would
+        n = int(fig["n"])
+        k = round(float(fig["em"]) * n / 100)
+        ci = run_intervals([{"em": 1.0}] * k + [{"em": 0.0}] * (n - k), keys=("em",))["em_ci"]
+    return f"{fig.get(key)} [{ci[0]}, {ci[1]}]" if ci else str(fig.get(key))
+
+
+def _label(entry: dict) -> str:
+    spec = entry["spec"]
+    label = spec["program"] + (f" ({spec['preset']})" if spec.get("preset") else "")
+    if entry.get("run") not in (None, spec["program"]):  # older files name no run
+        label += f" `{entry['run']}`"
+    params = {k: v for k, v in (spec.get("params") or {}).items() if not k.startswith("_")}
+    if "path_judge" in params:  # `evaluate --compiled`: the judge's weights are in the YAML, not the table
+        shown = {k: v for k, v in params.items() if k in ("read_top", "fusion", "expansion", "widths")}
+        return f"{label} compiled (path-judge) {shown}"
+    return label + (f" {params}" if params else "")
+
+
+def _variants(entry: dict) -> list[tuple[str, dict]]:
+    """(setting, figures) rows of one YAML entry: an evaluate run's one, an optimize run's two, and
+    the compiled row alone while an optimize run's zero-shot side is unfinished."""
+    if entry["kind"] == "evaluate":
+        source = (entry["spec"].get("params") or {}).get("_repicked_from")
+        if source:  # `treeqa repick`: the source run's trees, another pick
+            source = Path(source)
+            return [(f"re-picked from {source.parent.name if source.name == 'compiled' else source.name}",
+                     entry["figures"])]
+        return [("", entry["figures"])]
+    compiled = f"compiled ({entry['spec'].get('optimizer', '?')})"
+    if "figures" in entry:
+        return [(compiled, entry["figures"])]
+    if entry["zero_shot"] is None:  # optimize --no-zero-shot
+        return [(compiled, entry["compiled"])]
+    return [("zero-shot", entry["zero_shot"]), (compiled, entry["compiled"])]
 
 
 def _rank(path: Path) -> tuple[int, str]:

@@ -15,8 +15,8 @@ it stops sending after `--max-seconds`, and nothing but 127.0.0.1 is contacted.
 With `--simulated-endpoint`, `serve` is backed by an OpenAI-compatible endpoint on 127.0.0.1
 that takes `--latency` seconds a call and has capacity to spare (what `--concurrency` against
 vLLM is for); with `--real-server` (or `--api-base URL` for a server already running), by a
-real one: llama.cpp's server with the embedded GGUF, started on 127.0.0.1 the way the tests
-start it (`tests.fakes.llama_server`). `serve` answers `--concurrency` requests at once
+real one: llama.cpp's server with the embedded GGUF, started on 127.0.0.1 as
+docs/language-models.md starts it (`servers.llama_server`). `serve` answers `--concurrency` requests at once
 (default: one per client) and queues up to `--clients` more.
 """
 
@@ -34,6 +34,8 @@ import textwrap
 import time
 from collections import Counter
 from pathlib import Path
+
+from servers import llama_server, simulated_endpoint  # benchmarks/, beside this script
 
 SERVER = textwrap.dedent("""
     import json, sys, time
@@ -140,16 +142,13 @@ def main() -> None:
     parser.add_argument("--real-server", action="store_true",
                         help="start llama.cpp's server with the embedded model and back serve with it")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.fakes
-    from tests.fakes import llama_server, simulated_endpoint
-
     if args.real_server:
         with llama_server(logprobs=False) as url:
             args.api_base, args.backend = url, "llama.cpp server (1 slot)"
             run(args)
     elif args.simulated_endpoint:
-        with simulated_endpoint(args.latency, answer="Paris") as endpoint:
-            args.api_base, args.backend = endpoint.url, f"simulated endpoint, {args.latency} s"
+        with simulated_endpoint(args.latency, answer="Paris") as url:
+            args.api_base, args.backend = url, f"simulated endpoint, {args.latency} s"
             run(args)
     else:
         args.backend = f"endpoint at {args.api_base}" if args.api_base else f"fake LM, {args.latency} s"

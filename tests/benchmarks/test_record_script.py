@@ -1,4 +1,5 @@
-"""`benchmarks/record.py`, the script that writes a benchmark's YAML: which records a pair reads."""
+"""`benchmarks/record.py`, the script that writes a benchmark's YAML (which records a pair reads),
+and the rows `results_page.py` makes of its entries."""
 
 import importlib.util
 import json
@@ -6,8 +7,8 @@ import json
 from treeqa.settings import PROJECT_ROOT
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("record_script", PROJECT_ROOT / "benchmarks" / "record.py")
+def _script(name="record"):
+    spec = importlib.util.spec_from_file_location(f"{name}_script", PROJECT_ROOT / "benchmarks" / f"{name}.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     return script
@@ -59,21 +60,7 @@ def test_each_entry_and_table_row_names_its_run_folder(tmp_path):
                                                       "spec": {"program": "iterretgen"}, "versions": {}}))
     entries = [script._entry(tmp_path / folder) for folder in ("iterretgen", "iterretgen-no-retry")]
     assert [e["run"] for e in entries] == ["iterretgen", "iterretgen-no-retry"]
-    assert [script._label(e) for e in entries] == ["iterretgen", "iterretgen `iterretgen-no-retry`"]
-
-
-def test_answer_hits_reads_the_passages_a_tree_kept_and_skips_a_beam_that_retrieved_none():
-    spec = importlib.util.spec_from_file_location("answer_hits", PROJECT_ROOT / "benchmarks" / "answer_hits.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    beam = {"tree": {"settings": {"evidence": "retrieval"}, "states": [
-        {"id": 2, "passages": [{"id": "c"}, {"id": "a"}]}, {"id": 0, "passages": []},
-        {"id": 1, "passages": [{"id": "a"}, {"id": "b"}]}]}}
-    assert script._seen_ids(beam) == ["a", "b", "c"]  # states in the order made, each passage once
-    assert script._seen_ids({"tree": {"settings": {"evidence": "genread"}, "states": []}}) is None
-    steps = {"tree": {"nodes": [{"ids": ["x"]}, {"ids": []}, {"ids": ["y", "x"]}]}}
-    assert script._seen_ids(steps) == ["x", "y"]
-    assert script._seen_ids({"prediction": "rta keeps no tree"}) is None
+    assert [_script("results_page")._label(e) for e in entries] == ["iterretgen", "iterretgen `iterretgen-no-retry`"]
 
 
 def test_an_optimize_run_pairs_by_its_compiled_records_before_its_zero_shot_side_finishes(tmp_path):
@@ -94,7 +81,7 @@ def test_an_optimize_run_pairs_by_its_compiled_records_before_its_zero_shot_side
     assert entry["kind"].startswith("optimize, compiled side only") and entry["figures"]["n"] == 3
     # its spec is the optimize run's, and the benchmarks table shows its compiled row alone
     # (building that table raised KeyError on such an entry)
-    assert script._variants(entry) == [("compiled (path-judge+reader)", entry["figures"])]
+    assert _script("results_page")._variants(entry) == [("compiled (path-judge+reader)", entry["figures"])]
 
 
 def test_a_repicked_run_says_which_run_its_trees_came_from():
@@ -102,7 +89,7 @@ def test_a_repicked_run_says_which_run_its_trees_came_from():
         return {"kind": "evaluate", "figures": {"em": 1.0},
                 "spec": {"program": "beam", "preset": "nq", "params": {"pick": "vote", "_repicked_from": source}}}
 
-    script = _script()
+    script = _script("results_page")
     assert script._variants(entry("benchmarks/runs/nq-test100/beam-compiled/compiled")) == [
         ("re-picked from beam-compiled", {"em": 1.0})]
     assert script._variants(entry("benchmarks/runs/nq-test100/beam"))[0][0] == "re-picked from beam"
@@ -122,4 +109,4 @@ def test_an_optimize_run_without_its_zero_shot_side_records_the_compiled_row_alo
     script = _script()
     entry = script._entry(run)
     assert entry["zero_shot"] is None and entry["compiled"] == figures
-    assert script._variants(entry) == [("compiled (path-judge+reader)", figures)]
+    assert _script("results_page")._variants(entry) == [("compiled (path-judge+reader)", figures)]
