@@ -10,7 +10,7 @@
 #             51-150 of the seeded order (the first 50 are trained on): never used for a claim;
 #             LABEL names the adapter's run (default rta-lora)
 #   hotpotqa  rta with the adapter on the 197 unexamined HotpotQA dev questions (skip 100), paired
-#             with the committed rta run of benchmarks/unexamined.sh
+#             with the committed rta run (python benchmarks/run.py hotpotqa-dev-unexamined-skip100-n197)
 #   2wiki     the same on the 100 unexamined 2Wiki dev questions (skip 50)
 #   fresh     the claim sample for the balanced adapter: 2Wiki train questions 151-350 of the seeded
 #             order (never trained on, never examined: the first 50 were trained on, 51-150 are the
@@ -20,7 +20,7 @@
 #             first 100 of the fresh sample, the two side by side (so a cut leaves a balanced pair)
 #   tor-replay the best compiled ToR of each unexamined dev sample re-reading its recorded searches
 #             (treeqa replay) with the balanced adapter on its fusion reader, and, for 2Wiki, without it
-#             (HotpotQA's replay without it is benchmarks/unexamined.sh tor-path-judge-replay): the
+#             (HotpotQA's replay without it is tor-path-judge-replay of that sample's YAML): the
 #             pair differs in the reader's weights alone (a live run with the adapter searches
 #             differently: NOTES.md of the fresh sample)
 #   balanced-unexamined  rta with the balanced adapter on the 197 HotpotQA and 100 2Wiki unexamined

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 11's runs on the reference table's 100 HotpotQA dev questions (resumable, like
-# hotpotqa_dev100.sh; records under benchmarks/runs/hotpotqa-dev100/):
+# Issue 11's runs on the reference table's 100 HotpotQA dev questions (resumable: a run
+# resumes its folder; records under benchmarks/runs/hotpotqa-dev100/). Kept as a script: its
+# tor-hops2, tor-judge and tor-settings runs are in no YAML, so `benchmarks/run.py` cannot rerun them.
 #   tor-hops2      zero-shot ToR that accepts only two-paragraph paths
 #   tor-judge      the same, compiled with --optimizer judge (annotated demos + a relevance
 #                  threshold fitted on 20 train questions); its zero-shot side is tor-hops2
