@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     for step in steps:
         done = step.finished()
         print(("# finished, skipped: " if done else "") + shlex.join(step.args), flush=True)
-        if not (done or args.dry_run):
-            subprocess.run(command(step.args), cwd=ROOT, check=True)
+        if not (done or args.dry_run) and (code := subprocess.run(command(step.args), cwd=ROOT).returncode):
+            print(f"# stopped: that command exited {code}; run this again to resume", file=sys.stderr)
+            return code
     if args.no_record:
         return 0
     if any(s.out is None for s in steps):
@@ -137,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     recording = record_args(path.stem, doc, steps)
     print(shlex.join(["python", str(Path(recording[1]).relative_to(ROOT)), *recording[2:]]), flush=True)
-    if not args.dry_run:
-        subprocess.run(recording, cwd=ROOT, check=True)
-    return 0
+    return 0 if args.dry_run else subprocess.run(recording, cwd=ROOT).returncode
 
 
 if __name__ == "__main__":

@@ -71,3 +71,7 @@ def test_the_runner_runs_a_recorded_command_and_skips_it_once_finished(tmp_path,
     assert json.loads((tmp_path / "vote" / "spec.json").read_text())["params"]["pick"] == "vote"
     assert runner.main([str(recipe), "--no-record"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("# finished, skipped: treeqa repick")
+    (beam / "spec.json").write_text(json.dumps({"program": "tor"}))  # a command that fails stops the recipe
+    recipe.write_text(yaml.safe_dump({"runs": [{"command": f"treeqa repick {beam} {tmp_path / 'again'}"}]}))
+    assert runner.main([str(recipe)]) == 1
+    assert "exited 1" in capsys.readouterr().err and not (tmp_path / "again" / "summary.json").exists()
