@@ -300,7 +300,7 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
                      retriever_kind: str = "dense") -> dict:
     """Build the set from the data (the one command behind `treeqa train reads`)."""
     from treeqa.lm import TrainableJSONAdapter
-    from treeqa.programs import build_program
+    from treeqa.programs.baselines import RetrieveThenAnswer
     from treeqa.retrievers import get_retriever
 
     ids, texts = claim_keys()
@@ -318,10 +318,10 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
 
     built = build_reads(groups, lambda d: retriever(d).search, lambda d: {p.id: p for p in retriever(d).passages},
                         k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share)
-    program = build_program("rta", retriever(takes[0].dataset), k=k, passage_chars=chars)
-    _, reader = reader_of(program)
+    program = RetrieveThenAnswer(retriever(takes[0].dataset), k=k, passage_chars=chars)
+    reader_name, reader = reader_of(program)
     settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
                 "k": k, "passage_chars": chars, "seed": seed, "partial_share": partial_share,
                 "validation_share": validation_share, "limit": limit, "retriever": retriever_kind,
-                "reader": "rta.answer", "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
+                "reader": f"{program.name}.{reader_name}", "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
     return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
