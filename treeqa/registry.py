@@ -3,17 +3,41 @@
 
 A name is taken once: registering another thing under it is an error naming what holds it
 (the same thing registered again, e.g. a module imported twice, is not). Looking up a name
-that is not there with `lookup` is an error naming every choice. This module is the lowest
-layer of the package: it imports nothing from treeqa.
+that is not there with `lookup` is an error naming every choice.
+
+Every registry is filled by one rule, `discover`: import each module of the package that holds
+its kind, then the modules the kind's plugin variable (`TREEQA_PROGRAMS`, `TREEQA_COMPILERS`,
+`TREEQA_RETRIEVERS`, `TREEQA_DATASETS`) names; a module registers what it defines as it is
+imported. This module is the lowest layer of the package: it imports only the settings.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
+from treeqa.settings import plugin_modules
+
 T = TypeVar("T")
 V = TypeVar("V")
+
+
+def discover(kind: str, package: str, plugins: list[str] | None = None) -> None:
+    """Import every module of `package` (its own entries of `kind`), then the modules
+    `TREEQA_<KIND>` names (entries kept outside treeqa), or `plugins` where given. A module
+    already imported is not run again, so calling this twice only adds what was named since."""
+    found = importlib.import_module(package)
+    for info in pkgutil.iter_modules(found.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{package}.{info.name}")
+    variable = f"TREEQA_{kind.upper()}"
+    for module in plugin_modules(kind) if plugins is None else plugins:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImportError(f"{variable} names {module!r}, which cannot be imported: {exc}") from exc
 
 
 class UnknownName(KeyError):

@@ -1,5 +1,6 @@
-"""Where treeqa reads its environment: every knob is a `TREEQA_*` variable (`TREEQA_PROGRAMS`, the
-modules of your own programs, is read by `treeqa.programs.discover` when the registry is built)."""
+"""Where treeqa reads its environment: every knob is a `TREEQA_*` variable. The plugin variables
+(`TREEQA_PROGRAMS`, `TREEQA_COMPILERS`, `TREEQA_RETRIEVERS`, `TREEQA_DATASETS`: modules outside the
+package to import) are read by `plugin_modules` each time a registry discovers its entries."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def _default_data_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
+def default_user_data_dir() -> Path:
+    """Where `treeqa data get` puts what it downloads: `$XDG_DATA_HOME/treeqa`, else
+    `~/.local/share/treeqa` (searched after the data dir)."""
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "treeqa"
+
+
 class Settings(BaseSettings):
     """Paths and resources; override any field with `TREEQA_<NAME>`."""
 
@@ -44,6 +51,13 @@ class Settings(BaseSettings):
 
     data_dir: Path | None = Field(default_factory=_default_data_dir,
                                   description="Folder holding the benchmark files (layout of ../shared/data).")
+    user_data_dir: Path = Field(default_factory=default_user_data_dir,
+                                description="Where `treeqa data get` writes the official files; the loaders "
+                                            "search it after the data dir.")
+    data_mirror: str | None = Field(default=None,
+                                    description="A URL that stands in for every official source in `treeqa data "
+                                                "get` (files at MIRROR/<dataset>/<file name>); checked as the "
+                                                "official files are.")
     cache_dir: Path = Field(default_factory=default_cache_dir,
                             description="Everything treeqa writes: model, indexes, DSPy and datasets caches.")
     model_path: Path | None = Field(default=None,
@@ -91,6 +105,28 @@ class Settings(BaseSettings):
     @property
     def hf_cache_dir(self) -> Path:
         return self.cache_dir / "huggingface"
+
+
+class _Plugins(BaseSettings):
+    """The plugin variables, read afresh each time (a module may be named after the first import)."""
+
+    model_config = SettingsConfigDict(env_prefix="TREEQA_", extra="ignore")
+
+    programs: str = ""
+    compilers: str = ""
+    retrievers: str = ""
+    datasets: str = ""
+
+
+PLUGIN_KINDS = tuple(_Plugins.model_fields)
+
+
+def plugin_modules(kind: str) -> list[str]:
+    """The importable module names `TREEQA_<KIND>` lists (comma-separated), for `kind` one of
+    PLUGIN_KINDS."""
+    if kind not in PLUGIN_KINDS:
+        raise ValueError(f"no plugin variable for {kind!r}; choose one of {', '.join(PLUGIN_KINDS)}")
+    return [name.strip() for name in getattr(_Plugins(), kind).split(",") if name.strip()]
 
 
 @lru_cache(maxsize=1)

@@ -1,17 +1,15 @@
 """The QA programs, by the short names the command line uses.
 
 A program is one file: a `QAProgram` subclass that sets `name` (see `contract.py`), registered
-when its class is defined. Every module of this package is imported here, so a file added to
-it is registered; programs kept elsewhere are registered by naming their modules in the
-TREEQA_PROGRAMS environment variable (comma-separated importable names). Everything else (the
+when its class is defined. `discover` (the registries' one rule, `treeqa.registry.discover`)
+imports every module of this package, so a file added to it is registered; programs kept
+elsewhere are registered by naming their modules in the TREEQA_PROGRAMS environment variable
+(comma-separated importable names). Everything else (the
 command line, runs, plans, compiled files, the page, the annotated demos) reads the class.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-import pkgutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,22 +20,16 @@ from treeqa.programs.chain_of_reviews import ChainOfReviews
 from treeqa.programs.contract import REGISTRY, QAProgram
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.registry import Registry
+from treeqa.registry import discover as _discover
 from treeqa.retrievers.base import Retriever
 
 PLUGINS_VARIABLE = "TREEQA_PROGRAMS"
 
 
 def discover(plugins: str | None = None) -> None:
-    """Import every module of this package and the modules `plugins` (default: the
-    TREEQA_PROGRAMS variable) names, so the programs they define are registered."""
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
-    names = os.environ.get(PLUGINS_VARIABLE, "") if plugins is None else plugins
-    for module in filter(None, (m.strip() for m in names.split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ImportError(f"{PLUGINS_VARIABLE} names {module!r}, which cannot be imported: {exc}") from exc
+    """Register every program of this package and of the modules `plugins` (comma-separated;
+    default: those TREEQA_PROGRAMS names)."""
+    _discover("programs", __name__, None if plugins is None else [m.strip() for m in plugins.split(",") if m.strip()])
 
 
 discover()

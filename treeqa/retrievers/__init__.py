@@ -4,6 +4,9 @@ A corpus is a benchmark's pooled paragraphs (`get_retriever("hotpotqa")`) or you
 file, indexed once under a name (`build_corpus_index(file, name)`, `treeqa index build
 --corpus-file FILE --name NAME`) and then searched by that name (`get_retriever(..., corpus=NAME)`,
 `--corpus NAME` wherever a dataset's corpus is accepted).
+
+A retriever kind is one module that registers its class in `RETRIEVERS`; `discover` (the
+registries' one rule) imports every module of this package and those TREEQA_RETRIEVERS names.
 """
 
 from __future__ import annotations
@@ -12,12 +15,21 @@ import re
 from pathlib import Path
 
 from treeqa.data.corpus import Passage, load_corpus
+from treeqa.registry import discover as _discover
 from treeqa.retrievers.base import IndexMissingError, Retriever
 from treeqa.retrievers.bm25 import BM25Retriever  # each kind's module registers it in RETRIEVERS
 from treeqa.retrievers.corpora import read_entry, update_entry
 from treeqa.retrievers.dense import DenseRetriever
 from treeqa.retrievers.indexed import RETRIEVERS
 from treeqa.settings import get_settings
+
+
+def discover() -> None:
+    """Register every retriever kind of this package and of the modules TREEQA_RETRIEVERS names."""
+    _discover("retrievers", __name__)
+
+
+discover()
 
 _CORPUS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -92,4 +104,4 @@ def get_retriever(dataset: str, kind: str = "dense", with_wikipedia: bool = Fals
 
 
 __all__ = ["BM25Retriever", "DenseRetriever", "IndexMissingError", "Passage", "RETRIEVERS", "Retriever",
-           "build_corpus_index", "check_corpus_name", "corpus_retriever", "get_retriever"]
+           "build_corpus_index", "check_corpus_name", "corpus_retriever", "discover", "get_retriever"]

@@ -1,27 +1,25 @@
 """The compilers `optimize` offers, one file each, found by the registry (`base.register`).
 
-A new compiler is one new file in this package that registers itself; `compilers()` imports
-every module here once, so nothing else needs to name it. The EM metrics are in `metrics`.
+A new compiler is one new file in this package that registers itself; `compilers()` finds them
+by the registries' one rule (`treeqa.registry.discover`: every module here, then those
+TREEQA_COMPILERS names), lazily, on first use, so DSPy's teleprompters load only when needed.
+The EM metrics are in `metrics`.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
-from treeqa.registry import Registry
+from treeqa.registry import Registry, discover
 from treeqa.teleprompt.base import COMPILERS, CompileContext, Compiler, register
 
 _loaded = False
 
 
-def compilers() -> Registry[Compiler]:
-    """Every registered compiler, by name (the package's modules imported on first use): a
+def compilers(refresh: bool = False) -> Registry[Compiler]:
+    """Every registered compiler, by name (discovered on first use, or again with `refresh`): a
     mapping, whose `lookup` names every `--optimizer` for an unknown one."""
     global _loaded
-    if not _loaded:
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
+    if refresh or not _loaded:
+        discover("compilers", __name__)
         _loaded = True
     return COMPILERS
 
