@@ -66,7 +66,8 @@ def test_the_dataset_tables_are_read_only_views_of_the_registry(fixture_data, tm
     from treeqa.data import DATASETS, EVAL_SPLITS, SPLITS
     from treeqa.data.loaders import REGISTRY, Dataset, SplitFile, register
 
-    assert list(DATASETS) == ["hotpotqa", "2wikimultihopqa", "musique", "nq", "triviaqa", "webq"]
+    # one file each in treeqa/data/datasets, registered in the order of their file names
+    assert list(DATASETS) == ["hotpotqa", "musique", "nq", "triviaqa", "2wikimultihopqa", "webq"]
     assert dict(EVAL_SPLITS) == {"hotpotqa": "dev", "2wikimultihopqa": "dev", "musique": "dev",
                                  "nq": "test", "triviaqa": "test", "webq": "test"}
     assert SPLITS["nq"]["test"] == SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl")
@@ -87,7 +88,7 @@ def test_the_dataset_tables_are_read_only_views_of_the_registry(fixture_data, tm
             register(Dataset("nq", {"test": SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl")}, eval_split="test"))
     finally:
         REGISTRY.unregister("webq-again")
-    with pytest.raises(DataError, match="unknown dataset 'webq-again'; choose one of hotpotqa, 2wikimultihopqa"):
+    with pytest.raises(DataError, match="unknown dataset 'webq-again'; choose one of hotpotqa, musique"):
         load_split("webq-again", "test")
 
 

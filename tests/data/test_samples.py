@@ -9,7 +9,7 @@ import pytest
 
 from tests.fakes import SHARED_DATA, requires_shared_data
 from treeqa.data import DataError, load_corpus, load_examples, load_split
-from treeqa.data.full_files import OFFICIAL_FULL
+from treeqa.data.loaders import get_dataset
 from treeqa.data.sample_ids import SAMPLES_DIR, SampleError, ids_sha256, index, read_ids, sample_ids
 from treeqa.data.samples import draw
 
@@ -52,7 +52,7 @@ def _full_data_dir(tmp_path, extra: int = 40):
               for i in range(extra)]
     records = list(reversed(ours)) + others
     random.Random(7).shuffle(records)
-    (root / OFFICIAL_FULL["hotpotqa", "dev"]).write_text(json.dumps(records))
+    (root / get_dataset("hotpotqa").splits["dev"].official).write_text(json.dumps(records))
     return root, len(ours)
 
 
@@ -77,7 +77,7 @@ def test_an_official_full_file_gives_our_questions_samples_and_corpus(settings_e
 @requires_shared_data
 def test_a_full_file_without_one_of_our_records_is_refused_naming_it(settings_env, tmp_path):
     root, _ = _full_data_dir(tmp_path)
-    full = root / OFFICIAL_FULL["hotpotqa", "dev"]
+    full = root / get_dataset("hotpotqa").splits["dev"].official
     records = json.loads(full.read_text())
     dropped = sample_ids("hotpotqa-dev-subset")[5]
     full.write_text(json.dumps([r for r in records if r["_id"] != dropped]))

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
-from treeqa.data.full_files import cut_to_ids, split_source
+from treeqa.data.folders import find_file
+from treeqa.data.full_files import cut_to_ids, subset_keep
 from treeqa.data.loaders import (
+    LAYOUTS,
     NQ_GOLD_PASSAGES,
     SPLITS,
     DataError,
     _read_records,
-    data_dir,
     get_dataset,
+    locate,
+    missing,
     read_nq_gold_passages,
     read_text,
 )
@@ -29,43 +31,38 @@ from treeqa.data.passage import clean_whitespace as _clean
 __all__ = ["Passage", "corpus_description", "load_corpus", "passage_id"]
 
 WIKIPEDIA_LEADS = "wikipedia/vital_articles_en.json"
-OPEN_DOMAIN = ("nq", "triviaqa", "webq")
 
 
-def _text(value, what: str) -> str:
+def text_of(value, what: str) -> str:
+    """`value` if it is text; else a ValueError naming `what` (a layout's paragraphs check with it)."""
     if not isinstance(value, str):
         raise ValueError(f"{what} must be text, got {type(value).__name__}")
     return value
 
 
-def _paragraphs_of(layout: str, record: dict) -> Iterator[tuple[str, str]]:
-    if layout == "hotpot":  # context: [[title, [sentences]]]
-        for title, sentences in record["context"]:
-            text = " ".join(_text(s, "a context sentence") for s in sentences)
-            yield _text(title, "a context title"), _clean(text)
-    elif layout == "musique":
-        for p in record["paragraphs"]:
-            yield _text(p["title"], "title"), _clean(_text(p["paragraph_text"], "paragraph_text"))
-
-
-def _dataset_paragraphs(root: Path, dataset: str) -> Iterator[tuple[str, str]]:
+def _dataset_paragraphs(dataset: str) -> Iterator[tuple[str, str]]:
     for split in sorted(SPLITS[dataset]):
         spec = SPLITS[dataset][split]
-        path, keep = split_source(dataset, split, root / spec.path, root)  # a full file: our subset's records
-        if not path.is_file():
-            raise DataError(f"{dataset} corpus: expected the file {path}")
+        located = locate(spec)
+        if located is None:
+            raise missing(f"{dataset} corpus", [rel for rel, _ in spec.candidates()], dataset)
+        path, layout = located
+        paragraphs = LAYOUTS.lookup(layout).paragraphs
+        if paragraphs is None:
+            raise DataError(f"{dataset}: its {layout} files hold no paragraphs to pool into a corpus")
+        keep = subset_keep(dataset, split, path, spec.path)  # a full file: our subset's records
         records = _read_records(path) if keep is None else cut_to_ids(_read_records(path), keep, path, DataError)
         for where, record in records:
             try:
-                yield from _paragraphs_of(spec.layout, record)
+                yield from paragraphs(record)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise DataError(f"{path}, {where}: malformed paragraphs ({exc})") from exc
 
 
-def _wikipedia_leads(root: Path) -> Iterator[tuple[str, str]]:
-    path = root / WIKIPEDIA_LEADS
-    if not path.is_file():
-        raise DataError(f"Wikipedia leads: expected the file {path}")
+def _wikipedia_leads() -> Iterator[tuple[str, str]]:
+    path = find_file(WIKIPEDIA_LEADS)
+    if path is None:
+        raise missing("Wikipedia leads", [WIKIPEDIA_LEADS], "wikipedia")
     try:
         articles = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
@@ -82,10 +79,10 @@ def _wikipedia_leads(root: Path) -> Iterator[tuple[str, str]]:
             yield title, _clean(extract)
 
 
-def _nq_gold_passages(root: Path) -> Iterator[tuple[str, str]]:
-    path = root / NQ_GOLD_PASSAGES
-    if not path.is_file():
-        raise DataError(f"NQ gold passages: expected the file {path}")
+def _nq_gold_passages() -> Iterator[tuple[str, str]]:
+    path = find_file(NQ_GOLD_PASSAGES)
+    if path is None:
+        raise missing("NQ gold passages", [NQ_GOLD_PASSAGES], "nq")
     for _, title, text in read_nq_gold_passages(path):
         yield title, text
 
@@ -104,7 +101,7 @@ def dedupe(pairs: Iterable[tuple[str, str]]) -> list[Passage]:
 
 def corpus_description(dataset: str, with_wikipedia: bool = False) -> str:
     """What `load_corpus(dataset, with_wikipedia)` searches, in words, for run summaries."""
-    if dataset in OPEN_DOMAIN:
+    if get_dataset(dataset).corpus == "open":
         return f"Wikipedia leads ({WIKIPEDIA_LEADS}) + NQ-open test gold passages ({NQ_GOLD_PASSAGES})"
     files = ", ".join(spec.path for _, spec in sorted(SPLITS[dataset].items()))
     extra = f" + Wikipedia leads ({WIKIPEDIA_LEADS})" if with_wikipedia else ""
@@ -119,19 +116,16 @@ def load_corpus(dataset: str, with_wikipedia: bool = False) -> list[Passage]:
         with_wikipedia: add the Wikipedia lead sections as further distractors
             (always included for the open-domain sets).
     """
-    root = data_dir()
-    if root is None:
-        raise DataError("no data dir: set TREEQA_DATA_DIR to a folder laid out like ../shared/data")
-    get_dataset(dataset)  # an unknown name: a DataError naming every dataset
+    found = get_dataset(dataset)  # an unknown name: a DataError naming every dataset
 
     def pairs() -> Iterator[tuple[str, str]]:
-        if dataset in OPEN_DOMAIN:
-            yield from _wikipedia_leads(root)
-            yield from _nq_gold_passages(root)
+        if found.corpus == "open":
+            yield from _wikipedia_leads()
+            yield from _nq_gold_passages()
             return
-        yield from _dataset_paragraphs(root, dataset)
+        yield from _dataset_paragraphs(dataset)
         if with_wikipedia:
-            yield from _wikipedia_leads(root)
+            yield from _wikipedia_leads()
 
     corpus = dedupe(pairs())
     if not corpus:

@@ -16,26 +16,15 @@ from typing import Any
 from treeqa.data.sample_ids import SAMPLES_DIR, read_ids, subset_name
 from treeqa.settings import get_settings
 
-# (dataset, split) -> the official full file, as its source names it, in the data folder's layout
-OFFICIAL_FULL: dict[tuple[str, str], str] = {
-    ("hotpotqa", "dev"): "hotpotqa/hotpot_dev_distractor_v1.json",
-    ("hotpotqa", "train"): "hotpotqa/hotpot_train_v1.1.json",
-    ("2wikimultihopqa", "dev"): "2wikimultihopqa/dev.json",
-    ("2wikimultihopqa", "train"): "2wikimultihopqa/train.json",
-    ("musique", "dev"): "musique/musique_ans_v1.0_dev.jsonl",
-    ("musique", "train"): "musique/musique_ans_v1.0_train.jsonl",
-}
 
-
-def split_source(dataset: str, split: str, subset_path: Path, root: Path) -> tuple[Path, list[str] | None]:
-    """(the file to read, the record ids to keep or None for all): our subset file where it is
-    there, else the official full file cut to our subset's ids (all of it with TREEQA_FULL_SPLITS)."""
-    official = OFFICIAL_FULL.get((dataset, split))
-    if subset_path.is_file() or official is None or not (root / official).is_file():
-        return subset_path, None
-    if get_settings().full_splits:
-        return root / official, None
-    return root / official, read_ids(SAMPLES_DIR / f"{subset_name(dataset, split)}.txt")
+def subset_keep(dataset: str, split: str, path: Path, ours: str) -> list[str] | None:
+    """The record ids to keep when reading `path` for a split whose own file is `ours`: None (every
+    record) where `path` is our subset file, where TREEQA_FULL_SPLITS asks for all, or where no
+    subset list is committed; else our subset's ids, in our order (an official full file)."""
+    if path.name == Path(ours).name or get_settings().full_splits:
+        return None
+    ids_file = SAMPLES_DIR / f"{subset_name(dataset, split)}.txt"
+    return read_ids(ids_file) if ids_file.is_file() else None
 
 
 def record_id(record: Any) -> str | None:

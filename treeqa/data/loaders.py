@@ -7,13 +7,14 @@ is the only input. A gold answer that normalises
 to nothing (e.g. "The") could only ever match an empty prediction, so it is dropped with a
 warning, and a record left without any gold answer is skipped with a warning naming file
 and record.
-Files are read from the data dir (`TREEQA_DATA_DIR`, else `../shared/data`); with
-`TREEQA_ALLOW_HUB=1` a dataset that is not local comes from the Hugging Face hub.
+Files are looked for in the data dir (`TREEQA_DATA_DIR`, else `../shared/data`), then in the
+user data folder `treeqa data get` fills (`treeqa.data.folders`); with `TREEQA_ALLOW_HUB=1` a
+dataset that is not local comes from the Hugging Face hub. Each dataset is one file in
+`treeqa/data/datasets/` that registers it here, with the layouts (parsers) of its files.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
 import gzip
 import io
@@ -29,7 +30,8 @@ from typing import Any
 import dspy
 
 from treeqa.data.answers import normalize_answer
-from treeqa.data.full_files import cut_to_ids, split_source
+from treeqa.data.folders import data_roots, find_file
+from treeqa.data.full_files import cut_to_ids, subset_keep
 from treeqa.data.passage import clean_whitespace, passage_id
 from treeqa.registry import Registry
 from treeqa.settings import get_settings
@@ -43,8 +45,29 @@ class DataError(ValueError):
 
 @dataclass(frozen=True)
 class SplitFile:
-    path: str  # relative to the data dir
-    layout: str  # key of _PARSERS
+    """A split's file, relative to a data folder, and its layout (a name in LAYOUTS). `official`:
+    the official file's name where ours is a subset of it or named otherwise (what `treeqa data
+    get` writes), read when ours is absent, in `official_layout` (default: the same layout)."""
+
+    path: str
+    layout: str
+    official: str | None = None
+    official_layout: str | None = None
+
+    def candidates(self) -> list[tuple[str, str]]:
+        """(path, layout) in the order they are looked for: ours, then the official file."""
+        ours = [(self.path, self.layout)]
+        return ours + [(self.official, self.official_layout or self.layout)] if self.official else ours
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one official file layout is read: `parse(record, where) -> Example`, and for the
+    multi-hop layouts `paragraphs(record) -> (title, text)...`, what its corpus pools."""
+
+    name: str
+    parse: Callable[[Any, str], dspy.Example]
+    paragraphs: Callable[[dict], Iterator[tuple[str, str]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,12 +91,15 @@ class Dataset:
     splits: Mapping[str, SplitFile]
     eval_split: str
     hub: HubSource | None = None
-    after_read: Callable[[str, list[dspy.Example], Path], list[dspy.Example]] | None = None
+    after_read: Callable[[str, list[dspy.Example]], list[dspy.Example]] | None = None
+    corpus: str = "pooled"  # "pooled": every paragraph of its files; "open": the open-domain corpus
 
     def __post_init__(self):
         object.__setattr__(self, "splits", MappingProxyType(dict(self.splits)))  # read-only
         if self.eval_split not in self.splits:
             raise ValueError(f"{self.name}: its evaluation split {self.eval_split!r} is not one of its splits")
+        if self.corpus not in ("pooled", "open"):
+            raise ValueError(f"{self.name}: corpus must be 'pooled' or 'open', not {self.corpus!r}")
 
     def split_file(self, split: str) -> SplitFile:
         """The file of `split`; an unknown split is a `DataError` naming the dataset's splits."""
@@ -82,8 +108,15 @@ class Dataset:
         return self.splits[split]
 
 
-# name -> Dataset, in the order registered (below, after the parsers)
+# name -> Dataset, in the order registered (each file of treeqa/data/datasets registers its own)
 REGISTRY: Registry[Dataset] = Registry("dataset", error=DataError)
+# layout name -> Layout: the parsers, registered by the dataset files that own them
+LAYOUTS: Registry[Layout] = Registry("file layout", error=DataError)
+
+
+def register_layout(layout: Layout) -> Layout:
+    """Offer a file layout by name (`SplitFile.layout`)."""
+    return LAYOUTS.register(layout.name, layout)
 
 
 def register(dataset: Dataset) -> Dataset:
@@ -107,7 +140,7 @@ EVAL_SPLITS: Mapping[str, str] = REGISTRY.view(lambda d: d.eval_split)
 NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
 
 
-def _example(id: str, question: str, answers: list[str], gold: list[tuple[str, str]] | None = None,
+def example(id: str, question: str, answers: list[str], gold: list[tuple[str, str]] | None = None,
              annotation: dict | None = None) -> dspy.Example:
     """`gold`: the supporting paragraphs as (title, text) pairs, for recall@k. `annotation`
     (multi-hop sets): what the training annotations say, for demos built from them
@@ -115,91 +148,24 @@ def _example(id: str, question: str, answers: list[str], gold: list[tuple[str, s
     their supporting sentences (`facts`), `distractors`, and MuSiQue's `decomposition` into sub-questions."""
     fields: dict[str, Any] = {"id": id, "question": question, "answers": answers}
     if gold is not None:
-        fields["gold_titles"] = _unique(title for title, _ in gold)
-        fields["gold_ids"] = _unique(passage_id(title, clean_whitespace(text)) for title, text in gold
+        fields["gold_titles"] = unique(title for title, _ in gold)
+        fields["gold_ids"] = unique(passage_id(title, clean_whitespace(text)) for title, text in gold
                                      if clean_whitespace(text))
     if annotation is not None:
         fields["annotation"] = annotation
     return dspy.Example(**fields).with_inputs("question")
 
 
-def _paragraph(title: str, text: str, facts: list[str] | None = None) -> dict:
+def paragraph(title: str, text: str, facts: list[str] | None = None) -> dict:
+    """A paragraph of an annotation: title, cleaned text and (gold ones) its supporting sentences."""
     out = {"title": title, "text": clean_whitespace(text)}
     if facts is not None:
         out["facts"] = [clean_whitespace(f) for f in facts if clean_whitespace(f)]
     return out
 
 
-def _unique(items) -> list[str]:
+def unique(items) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-# --- one parser per official layout: (record, where) -> Example -------------------------
-
-def _parse_hotpot(rec: dict, where: str) -> dspy.Example:
-    """HotpotQA and 2WikiMultihopQA: `_id, question, answer, supporting_facts [[title, sent]],
-    context [[title, [sentences]]]`; the gold paragraphs are the context paragraphs that
-    hold a supporting fact."""
-    facts = [(fact[0], fact[1]) for fact in rec.get("supporting_facts") or []]
-    titles = _unique(title for title, _ in facts)
-    sentences = {title: list(sents) for title, sents in rec.get("context") or []}
-    context = {title: " ".join(sents) for title, sents in sentences.items()}
-    gold = [(title, context.get(title, "")) for title in titles]  # a title missing from the context: no id
-
-    def facts_of(title: str) -> list[str]:
-        sents = sentences.get(title, [])
-        return [sents[i] for t, i in facts if t == title and isinstance(i, int) and 0 <= i < len(sents)]
-
-    annotation = {"type": rec.get("type"),
-                  "gold": [_paragraph(t, context[t], facts_of(t)) for t in titles if context.get(t)],
-                  "distractors": [_paragraph(t, text) for t, text in context.items() if t not in titles],
-                  "decomposition": []}
-    return _example(str(rec["_id"]), rec["question"], [rec["answer"]], gold, annotation)
-
-
-def _parse_musique(rec: dict, where: str) -> dspy.Example:
-    answers = _unique([rec["answer"], *(rec.get("answer_aliases") or [])])
-    gold = [(p["title"], p["paragraph_text"]) for p in rec["paragraphs"] if p.get("is_supporting")]
-    steps = [s for s in rec.get("question_decomposition") or [] if isinstance(s, dict)]
-    # MuSiQue orders supporting paragraphs by their hop through the decomposition's paragraph_support_idx
-    by_idx = {p.get("idx"): p for p in rec["paragraphs"]}
-    hops = [by_idx[s["paragraph_support_idx"]] for s in steps if s.get("paragraph_support_idx") in by_idx]
-    ordered = hops or [p for p in rec["paragraphs"] if p.get("is_supporting")]
-    annotation = {"type": f"{len(steps)}hop" if steps else None,
-                  "gold": [_paragraph(p["title"], p["paragraph_text"], [p["paragraph_text"]]) for p in ordered],
-                  "distractors": [_paragraph(p["title"], p["paragraph_text"]) for p in rec["paragraphs"]
-                                  if not p.get("is_supporting")],
-                  "decomposition": [{"question": s.get("question", ""), "answer": s.get("answer", "")} for s in steps]}
-    return _example(str(rec["id"]), rec["question"], answers, gold, annotation)
-
-
-def _parse_qa_jsonl(rec: dict, where: str) -> dspy.Example:
-    """NQ-open and WebQuestions test: `{question, answer: [..]}`."""
-    answers = rec["answer"]
-    return _example(where, rec["question"], [answers] if isinstance(answers, str) else list(answers))
-
-
-def _parse_webq_json(rec: dict, where: str) -> dspy.Example:
-    return _example(str(rec["qId"]), rec["qText"], list(rec["answers"]))
-
-
-def _parse_dpr_row(row: list[str], where: str) -> dspy.Example:
-    """DPR qa.csv: `question<TAB>python-list-of-answers`."""
-    if len(row) != 2:
-        raise ValueError(f"expected 2 tab-separated columns, found {len(row)}")
-    answers = ast.literal_eval(row[1])
-    if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
-        raise ValueError("the answer column is not a list of strings")
-    return _example(where, row[0], answers)
-
-
-_PARSERS: dict[str, Callable[[Any, str], dspy.Example]] = {
-    "hotpot": _parse_hotpot,
-    "musique": _parse_musique,
-    "qa_jsonl": _parse_qa_jsonl,
-    "webq_json": _parse_webq_json,
-    "dpr_tsv": _parse_dpr_row,
-}
 
 
 # --- reading files: yield (location, raw record) so errors can name file and line ---------
@@ -259,7 +225,7 @@ def _read_records(path: Path) -> Iterator[tuple[str, Any]]:
 def read_split_file(path: Path, layout: str, id_prefix: str, keep: list[str] | None = None) -> list[dspy.Example]:
     """Parse every record of one file (only those whose ids are in `keep`, in its order: an
     official full file read as our subset); a malformed record raises `DataError` naming file and line."""
-    parse = _PARSERS[layout]
+    parse = LAYOUTS.lookup(layout).parse
     examples = []
     records = _read_records(path) if keep is None else cut_to_ids(_read_records(path), keep, path, DataError)
     for where, raw in records:
@@ -297,26 +263,6 @@ def _usable_answers(answers: list, path: Path, where: str) -> list[str]:
 
 # --- hub fallback: the official datasets, converted to the same examples ----------------
 
-def _hub_hotpot(row: dict, i: int) -> dspy.Example:
-    pairs = zip(row["context"]["title"], row["context"]["sentences"], strict=True)
-    context = {title: " ".join(sentences) for title, sentences in pairs}
-    gold = [(title, context.get(title, "")) for title in _unique(row["supporting_facts"]["title"])]
-    return _example(row["id"], row["question"], [row["answer"]], gold)
-
-
-def _hub_nq(row: dict, i: int) -> dspy.Example:
-    return _example(f"nq-{i}", row["question"], list(row["answer"]))
-
-
-def _hub_trivia(row: dict, i: int) -> dspy.Example:
-    answer = row["answer"]
-    return _example(row["question_id"], row["question"], _unique([answer["value"], *answer["aliases"]]))
-
-
-def _hub_webq(row: dict, i: int) -> dspy.Example:
-    return _example(f"webq-{i}", row["question"], list(row["answers"]))
-
-
 def _load_from_hub(hub: HubSource, split: str) -> list[dspy.Example]:
     import datasets
 
@@ -329,13 +275,31 @@ def data_dir() -> Path | None:
     return get_settings().data_dir
 
 
+def locate(split_file: SplitFile) -> tuple[Path, str] | None:
+    """The first of a split's files found in the data folders, with its layout; None if none is."""
+    for rel, layout in split_file.candidates():
+        path = find_file(rel)
+        if path is not None:
+            return path, layout
+    return None
+
+
+def missing(what: str, names: list[str], fetch: str | None) -> DataError:
+    """The error for files found in no data folder: where they were looked for, and the command
+    that fetches them."""
+    where = ", ".join(str(root) for root in data_roots())
+    hint = f"; `treeqa data get {fetch}` fetches it" if fetch else ""
+    return DataError(f"{what}: no {' or '.join(names)} in {where}{hint}")
+
+
 def split_path(dataset: str, split: str) -> Path:
-    """Where a split's file is expected; raises on an unknown dataset or split."""
+    """The file a split is read from (see `locate`); raises on an unknown dataset or split, or
+    when no data folder holds it."""
     split_file = get_dataset(dataset).split_file(split)
-    root = data_dir()
-    if root is None:
-        raise DataError("no data dir: set TREEQA_DATA_DIR to a folder laid out like ../shared/data")
-    return root / split_file.path
+    found = locate(split_file)
+    if found is None:
+        raise missing(f"{dataset} {split}", [rel for rel, _ in split_file.candidates()], dataset)
+    return found[0]
 
 
 def read_nq_gold_passages(path: Path) -> Iterator[tuple[str, str, str]]:
@@ -354,70 +318,23 @@ def read_nq_gold_passages(path: Path) -> Iterator[tuple[str, str, str]]:
                 raise DataError(f"{path}, line {lineno}: malformed record ({exc})") from exc
 
 
-def _with_nq_gold(examples: list[dspy.Example], root: Path) -> list[dspy.Example]:
-    """NQ test questions get their gold passage (in the open-domain corpus) as `gold_ids`, so
-    recall@k is measured where the corpus can answer; the others keep none. Without the oracle
-    file (a data dir of questions only) nothing is added."""
-    path = root / NQ_GOLD_PASSAGES
-    if not path.is_file():
-        log.warning("%s not found: NQ test questions get no gold passages (no recall@k)", path)
-        return examples
-    gold: dict[str, list[tuple[str, str]]] = {}
-    for question, title, text in read_nq_gold_passages(path):
-        gold.setdefault(question, []).append((title, text))
-    return [_example(ex.id, ex.question, ex.answers, gold[ex.question]) if ex.question in gold else ex
-            for ex in examples]
-
-
-def _nq_test_gold(split: str, examples: list[dspy.Example], root: Path) -> list[dspy.Example]:
-    return _with_nq_gold(examples, root) if split == "test" else examples
-
-
 def load_split(dataset: str, split: str) -> list[dspy.Example]:
     """Every example of a split, in file order (an official full file in place of our subset:
     our subset's records, in our order, `full_files`)."""
-    path, keep = split_source(dataset, split, split_path(dataset, split), data_dir())
     found = get_dataset(dataset)
-    if path.is_file():
-        examples = read_split_file(path, found.splits[split].layout, f"{dataset}-{split}", keep)
-        return found.after_read(split, examples, data_dir()) if found.after_read else examples
+    split_file = found.split_file(split)
+    located = locate(split_file)
+    if located is not None:
+        path, layout = located
+        keep = subset_keep(dataset, split, path, split_file.path)
+        examples = read_split_file(path, layout, f"{dataset}-{split}", keep)
+        return found.after_read(split, examples) if found.after_read else examples
     hub = found.hub
     if get_settings().allow_hub and hub is not None and split in hub.splits:
         return _load_from_hub(hub, split)
-    hint = " or set TREEQA_ALLOW_HUB=1 to fetch it" if hub is not None else ""
-    raise DataError(f"{dataset} {split}: expected the file {path}; put it there{hint}")
-
-
-# --- the benchmarks, each registered with its files, evaluation split and hub source ------------
-# (the evaluation split is the one the papers report: for the open-domain sets "test", NQ's being
-# the 3,610 NQ-open questions, whose gold passages are in the corpus; NQ's DPR dev questions have
-# none of theirs there)
-
-register(Dataset("hotpotqa", {"train": SplitFile("hotpotqa/hotpot_train_subset.json", "hotpot"),
-                              "dev": SplitFile("hotpotqa/hotpot_dev_distractor_subset.json", "hotpot")},
-                 eval_split="dev",
-                 hub=HubSource("hotpotqa/hotpot_qa", "distractor", {"train": "train", "dev": "validation"},
-                               _hub_hotpot)))
-register(Dataset("2wikimultihopqa", {"train": SplitFile("2wikimultihopqa/train_subset.json", "hotpot"),
-                                     "dev": SplitFile("2wikimultihopqa/dev_subset.json", "hotpot")},
-                 eval_split="dev"))
-register(Dataset("musique", {"train": SplitFile("musique/musique_ans_train_subset.jsonl", "musique"),
-                             "dev": SplitFile("musique/musique_ans_dev_subset.jsonl", "musique")},
-                 eval_split="dev"))
-register(Dataset("nq", {"dev": SplitFile("nq/nq-dev.qa.tsv", "dpr_tsv"),
-                        "test": SplitFile("nq/NQ-open.test.jsonl", "qa_jsonl")},
-                 eval_split="test",
-                 hub=HubSource("google-research-datasets/nq_open", None, {"test": "validation"}, _hub_nq),
-                 after_read=_nq_test_gold))
-register(Dataset("triviaqa", {"dev": SplitFile("triviaqa/trivia-dev.qa.tsv", "dpr_tsv"),
-                              "test": SplitFile("triviaqa/trivia-test.qa.tsv", "dpr_tsv")},
-                 eval_split="test",
-                 hub=HubSource("mandarjoshi/trivia_qa", "rc.nocontext", {"dev": "validation", "test": "validation"},
-                               _hub_trivia)))
-register(Dataset("webq", {"train": SplitFile("webq/webq-train.json", "webq_json"),
-                          "test": SplitFile("webq/webq-test.jsonl", "qa_jsonl")},
-                 eval_split="test",
-                 hub=HubSource("stanfordnlp/web_questions", None, {"train": "train", "test": "test"}, _hub_webq)))
+    error = missing(f"{dataset} {split}", [rel for rel, _ in split_file.candidates()], dataset)
+    hint = " (or set TREEQA_ALLOW_HUB=1 to read it from the Hugging Face hub)" if hub is not None else ""
+    raise DataError(f"{error}{hint}")
 
 
 def sample(examples: list, n: int | None, seed: int = 0) -> list:
