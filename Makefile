@@ -30,7 +30,9 @@ model: install
 	$(BIN)/treeqa model install
 
 # the main job: compile TreeOfReviews on HotpotQA, zero-shot vs compiled (about 15 minutes after the first install)
+# the demo's questions: HotpotQA's official files into the user data folder, unless a data folder has them
 demo: model
+	$(BIN)/treeqa data get hotpotqa --if-missing
 	$(BIN)/python optimize.py --program tor --dataset hotpotqa
 
 compare: model
