@@ -2,11 +2,17 @@
 package (a test module imports from it alone, never from here or from another test module)."""
 
 import json
+import os
+import tempfile
 
 import pytest
 
 from tests.fakes import FIXTURE_ANSWERS, FIXTURE_DATA, MUSIQUE, RECORDS, generic_lm, hashing_embed, llama_server, use_lm
 from treeqa.settings import get_settings
+
+# what `treeqa data get` fetched on this machine must not stand in for a test's missing files
+os.environ.setdefault("TREEQA_USER_DATA_DIR", tempfile.mkdtemp(prefix="treeqa-tests-user-data-"))
+get_settings.cache_clear()  # importing treeqa above read the settings once already
 
 
 @pytest.fixture(autouse=True)

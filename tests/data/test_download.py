@@ -264,9 +264,11 @@ def test_offline_fails_at_once_in_one_line(settings_env, tmp_path):
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
-    assert re.search(rf"cannot reach 127.0.0.1:{closed} .*: fetch http://127.0.0.1:{closed}/hotpotqa/"
-                     r"hotpot_dev_distractor_v1.json by hand and run `treeqa data get hotpotqa --from FOLDER`",
-                     lines[0])
+    # the official addresses, not the mirror's: what a user would fetch by hand
+    assert re.fullmatch(rf"error: cannot reach 127.0.0.1:{closed} \(.*\): fetch http://curtis.ml.cmu.edu/datasets/"
+                        r"hotpot/hotpot_dev_distractor_v1.json and http://curtis.ml.cmu.edu/datasets/hotpot/"
+                        r"hotpot_train_v1.1.json into a folder and run `treeqa data get hotpotqa --from FOLDER`",
+                        lines[0]), lines[0]
 
 
 def test_google_drive_is_read_from_a_folder_and_named_when_missing(folders, tmp_path):

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
@@ -91,19 +91,22 @@ def _obtain(source: Source, remote: Remote, stage: Path, from_folder: Path | Non
         raise DataError(f"{source.name}: {remote.by_hand}; download {remote.file_name} from {remote.url} into a "
                         f"folder and run `treeqa data get {source.name} --from FOLDER`")
     part = part_path(source, remote)
-    _fetch(url_of(source, remote), part, source, remote, progress)
+    _fetch(url_of(source, remote), part, source, progress)
     _check(remote, part, delete=True)
     return part
 
 
-def _offline(source: Source, remote: Remote, url: str, reason: object) -> DataError:
-    host = urlparse(url).netloc or url
-    return DataError(f"cannot reach {host} ({reason}): fetch {url} by hand and run "
-                     f"`treeqa data get {source.name} --from FOLDER`, or set TREEQA_DATA_DIR to a folder holding "
-                     f"{', '.join(remote.files.values())}")
+def _offline(source: Source, url: str, reason: object) -> DataError:
+    """One line: what could not be reached, and every file to fetch by hand for `--from`."""
+    def named(r: Remote) -> str:
+        return r.url if PurePosixPath(urlparse(r.url).path).name == r.file_name else f"{r.url} (as {r.file_name})"
+
+    files = " and ".join(named(r) for r in source.remotes)
+    return DataError(f"cannot reach {urlparse(url).netloc or url} ({reason}): fetch {files} into a folder and run "
+                     f"`treeqa data get {source.name} --from FOLDER`")
 
 
-def _fetch(url: str, part: Path, source: Source, remote: Remote, progress: bool) -> None:
+def _fetch(url: str, part: Path, source: Source, progress: bool) -> None:
     """Download `url` into `part`, resuming from its size with a Range request."""
     have = part.stat().st_size if part.is_file() else 0
     headers = {"User-Agent": "treeqa-data-get", **({"Range": f"bytes={have}-"} if have else {})}
@@ -114,14 +117,14 @@ def _fetch(url: str, part: Path, source: Source, remote: Remote, progress: bool)
             return
         raise DataError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
     except (URLError, OSError) as exc:
-        raise _offline(source, remote, url, getattr(exc, "reason", exc)) from exc
+        raise _offline(source, url, getattr(exc, "reason", exc)) from exc
     with response:
         resumed = have > 0 and response.status == 206 and _range_start(response) == have
         if not resumed:
             have = 0  # a fresh start, or a server that ignored Range and sends the whole file
         length = response.headers.get("Content-Length")
         total = have + int(length) if length and length.isdigit() else None
-        _copy(response.read, part, "ab" if resumed else "wb", have, total, remote.file_name, progress)
+        _copy(response.read, part, "ab" if resumed else "wb", have, total, part.name.removesuffix(".part"), progress)
     size = part.stat().st_size
     if total is not None and size != total:
         raise DataError(f"{url}: the connection ended after {size:,} of {total:,} bytes; run the command again "
