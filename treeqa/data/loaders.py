@@ -141,7 +141,7 @@ NQ_GOLD_PASSAGES = "nq/nq-open-oracle.jsonl.gz"
 
 
 def example(id: str, question: str, answers: list[str], gold: list[tuple[str, str]] | None = None,
-             annotation: dict | None = None) -> dspy.Example:
+            annotation: dict | None = None) -> dspy.Example:
     """`gold`: the supporting paragraphs as (title, text) pairs, for recall@k. `annotation`
     (multi-hop sets): what the training annotations say, for demos built from them
     (`teleprompt.annotated_demos`): `gold` paragraphs (annotation order; MuSiQue: hop order) with
@@ -150,7 +150,7 @@ def example(id: str, question: str, answers: list[str], gold: list[tuple[str, st
     if gold is not None:
         fields["gold_titles"] = unique(title for title, _ in gold)
         fields["gold_ids"] = unique(passage_id(title, clean_whitespace(text)) for title, text in gold
-                                     if clean_whitespace(text))
+                                    if clean_whitespace(text))
     if annotation is not None:
         fields["annotation"] = annotation
     return dspy.Example(**fields).with_inputs("question")
