@@ -132,10 +132,12 @@ def server():
 
 @pytest.fixture
 def folders(settings_env, tmp_path, server):
-    """An empty data dir, a fresh user data folder, and the local server as every official host."""
+    """An empty data dir, a fresh user data folder, and the local server as every official host.
+    The fixture files hold none of our subsets' records, so they are read whole (TREEQA_FULL_SPLITS);
+    the cut of an official file to our subset is tests/data/test_samples.py's."""
     (tmp_path / "empty").mkdir()
     settings_env(data_dir=tmp_path / "empty", user_data_dir=tmp_path / "user", data_mirror=server.url,
-                 cache_dir=tmp_path / "cache")
+                 cache_dir=tmp_path / "cache", full_splits=1)
     return tmp_path / "user"
 
 
