@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from treeqa.data.corpus import Passage
-from treeqa.retrievers import store
+from treeqa.retrievers import store, streaming
 from treeqa.retrievers.indexed import RETRIEVERS, IndexedRetriever
 
 MODEL, BM25_DIR, document_text = store.BM25_MODEL, store.BM25_DIR, store.bm25_text
@@ -25,7 +26,7 @@ class BM25Retriever(IndexedRetriever):
 
     kind = "bm25"
     index_label = "BM25"
-    build_command = "treeqa index build --retriever bm25"
+    file_options = {"batch_size": 10_000}  # passages tokenized per batch
 
     def __init__(self, passages: list[Passage], model):
         if not passages:
@@ -62,48 +63,14 @@ class BM25Retriever(IndexedRetriever):
         return cls(passages, model)
 
     @classmethod
-    def for_file(cls, path: str | Path, index_root: Path, name: str, chunk_words: int | None = 100,
-                 build: bool = True, batch_size: int = 10_000) -> BM25Retriever:
-        """The BM25 index of a JSONL corpus file (see `treeqa.data.jsonl_corpus`), built as a
-        stream (`treeqa.retrievers.streaming.build_bm25`) when missing or corrupt."""
-        from treeqa.data.jsonl_corpus import file_fingerprint, read_jsonl_corpus
-        from treeqa.retrievers import streaming
-
-        fingerprint = store.fingerprint([], f"{MODEL}|{file_fingerprint(path, chunk_words)}")
-        folder = Path(index_root) / f"{name}-corpus-bm25-{fingerprint}"
-
-        def build_and_save() -> BM25Retriever:
-            meta = {"name": name, "source": str(Path(path).resolve()), "chunk_words": chunk_words}
-            streaming.build_bm25(read_jsonl_corpus(path, chunk_words), folder, meta, batch_size=batch_size)
-            return cls.load(folder)
-
-        return store.load_or_build(folder, cls.load, build_and_save if build else None,
-                                   f"treeqa index build --corpus-file {path} --name {name} --retriever bm25")
+    def _build_stream(cls, passages: Iterable[Passage], folder: Path, meta: dict, *, batch_size: int) -> None:
+        streaming.build_bm25(passages, folder, meta, batch_size=batch_size)
 
     @classmethod
-    def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
-                   build: bool = True) -> BM25Retriever:
-        folder = store.corpus_folder(index_root, name, f"bm25-{store.fingerprint(passages, MODEL)}")
-
-        def build_and_save() -> BM25Retriever:
-            retriever = cls.build(passages)
-            retriever.save(folder, {"name": name})
-            return retriever
-
-        return store.load_or_build(folder, cls.load, build_and_save if build else None,
-                                   f"treeqa index build --dataset {name} --retriever bm25")
-
-    @classmethod
-    def index_file(cls, path: Path, index_root: Path, name: str, chunk_words: int | None,
-                   index_type: str = "auto", batch_size: int = 256, embed_fn=None,
-                   ray_address: str | None = None) -> tuple[BM25Retriever, dict[str, Any]]:
+    def _file_options(cls, index_type: str, batch_size: int, embed_fn, ray_address: str | None) -> dict[str, Any]:
         if ray_address is not None or embed_fn is not None or index_type != "auto":
             raise ValueError("a BM25 index embeds nothing: --ray and --index are for dense indexes")
-        return cls.for_file(path, index_root, name, chunk_words), {}
-
-    @classmethod
-    def for_entry(cls, entry: dict[str, Any], index_root: Path, name: str, build: bool = True) -> BM25Retriever:
-        return cls.for_file(entry["file"], index_root, name, entry["chunk_words"], build=build)
+        return {}  # batch_size counts passages embedded: BM25 tokenizes in its own batches
 
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)

@@ -9,14 +9,14 @@ an IVF one); your own JSONL corpora are built as a resumable stream of any size
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from treeqa.data.corpus import Passage
-from treeqa.retrievers import store
+from treeqa.retrievers import store, streaming
 from treeqa.retrievers.encoder import MODEL_PACKAGE, embed, load_encoder, model_name  # noqa: F401 - the encoder's names
 from treeqa.retrievers.indexed import RETRIEVERS, IndexedRetriever
 from treeqa.settings import get_settings
@@ -48,7 +48,9 @@ class DenseRetriever(IndexedRetriever):
 
     kind = "dense"
     index_label = "dense"
-    build_command = "treeqa index build"
+    file_options = {"index_type": "auto", "batch_size": 256, "embed_fn": None, "ray_address": None}
+    fingerprint_options = ("index_type",)
+    kept_options = ("index_type", "batch_size")
 
     def __init__(self, passages: list[Passage], index):
         if not passages:
@@ -107,57 +109,16 @@ class DenseRetriever(IndexedRetriever):
                 pass
 
     @classmethod
-    def for_file(cls, path: str | Path, index_root: Path, name: str, chunk_words: int | None = 100,
-                 index_type: str = "auto", batch_size: int = 256, build: bool = True,
-                 embed_fn=None, ray_address: str | None = None) -> DenseRetriever:
-        """The index of a JSONL corpus file (see `treeqa.data.jsonl_corpus`), built as a stream
-        that resumes after a kill (`treeqa.retrievers.streaming`) when missing or corrupt."""
-        from treeqa.data.jsonl_corpus import file_fingerprint, read_jsonl_corpus
-        from treeqa.retrievers import streaming
-
-        fingerprint = store.fingerprint([], f"{model_name()}|{file_fingerprint(path, chunk_words)}|{index_type}")
-        folder = Path(index_root) / f"{name}-corpus-dense-{fingerprint}"
-
-        def build_and_save() -> DenseRetriever:
-            meta = {"name": name, "source": str(Path(path).resolve()), "chunk_words": chunk_words,
-                    "model": model_name()}
-            streaming.build(read_jsonl_corpus(path, chunk_words), folder, meta, embed_fn or embed,
-                            index_type=index_type, batch_size=batch_size, ray_address=ray_address)
-            return cls.load(folder)
-
-        return store.load_or_build(folder, cls.load, build_and_save if build else None,
-                                   f"treeqa index build --corpus-file {path} --name {name}")
+    def _build_stream(cls, passages: Iterable[Passage], folder: Path, meta: dict, *, index_type: str,
+                      batch_size: int, embed_fn, ray_address: str | None) -> None:
+        streaming.build(passages, folder, meta, embed_fn or embed, index_type=index_type, batch_size=batch_size,
+                        ray_address=ray_address)
 
     @classmethod
-    def for_corpus(cls, passages: list[Passage], index_root: Path, name: str,
-                   build: bool = True) -> DenseRetriever:
-        """Load the index of this exact corpus and model from `index_root`, building it if allowed
-        (and rebuilding it if its files no longer match their manifest)."""
-        folder = store.corpus_folder(index_root, name, f"dense-{store.fingerprint(passages, model_name())}")
-
-        def build_and_save() -> DenseRetriever:
-            started = time.perf_counter()
-            retriever = cls.build(passages)
-            retriever.save(folder, {"name": name, "build_seconds": round(time.perf_counter() - started, 1)})
-            return retriever
-
-        return store.load_or_build(folder, cls.load, build_and_save if build else None,
-                                   f"treeqa index build --dataset {name}")
-
-    @classmethod
-    def index_file(cls, path: Path, index_root: Path, name: str, chunk_words: int | None,
-                   index_type: str = "auto", batch_size: int = 256, embed_fn=None,
-                   ray_address: str | None = None) -> tuple[DenseRetriever, dict[str, Any]]:
+    def _file_options(cls, index_type: str, batch_size: int, embed_fn, ray_address: str | None) -> dict[str, Any]:
         if ray_address is not None and embed_fn is not None:
             raise ValueError("a Ray build embeds with the default encoder; embed_fn cannot be sent along")
-        retriever = cls.for_file(path, index_root, name, chunk_words, index_type, batch_size, build=True,
-                                 embed_fn=embed_fn, ray_address=ray_address)
-        return retriever, {"index_type": index_type, "batch_size": batch_size}
-
-    @classmethod
-    def for_entry(cls, entry: dict[str, Any], index_root: Path, name: str, build: bool = True) -> DenseRetriever:
-        return cls.for_file(entry["file"], index_root, name, entry["chunk_words"], entry.get("index_type", "auto"),
-                            entry.get("batch_size", 256), build=build)
+        return {"index_type": index_type, "batch_size": batch_size, "embed_fn": embed_fn, "ray_address": ray_address}
 
     def search_batch(self, queries: list[str], k: int) -> list[list[Passage]]:
         self._check(queries, k)
