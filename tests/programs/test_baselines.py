@@ -2,11 +2,16 @@
 forward(question) -> answer, failures (and retrieved when they retrieve)."""
 
 
+from pathlib import Path
+
 import dspy
 import pytest
 
 from tests.fakes import FakeRetriever, run_scripted
-from treeqa.programs.baselines import ChainOfThoughtAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
+from treeqa.programs.baselines import ChainOfThoughtAnswer, ClosedBookAnswer, DirectAnswer, GenRead, RetrieveThenAnswer
+from treeqa.programs.compiled import load_program
+
+COMPILED = Path(__file__).parents[1] / "fixtures" / "compiled"  # written before direct and cot shared a base
 
 
 def replies(kind, inputs):
@@ -102,3 +107,15 @@ def test_retriever_stays_out_of_saved_state_and_is_shared_by_copies(tmp_path):
 ])
 def test_predictor_names(cls, names):
     assert {n for n, _ in cls().named_predictors()} == names
+
+
+@pytest.mark.parametrize("name, cls", [("direct", DirectAnswer), ("cot", ChainOfThoughtAnswer)])
+def test_closed_book_programs_differ_in_their_predictor_and_load_files_compiled_before(name, cls):
+    assert cls.__bases__ == (ClosedBookAnswer,) and not {"__init__", "forward"} & set(vars(cls))
+    program = load_program(COMPILED / f"{name}.json", expect=name)
+    ((_, predictor),) = program.named_predictors()
+    assert predictor.demos[0]["answer"] == "Georges Bizet"
+    assert predictor.signature.instructions == "Answer from what you know, in a few words."
+    pred, engine = run(program)
+    assert pred.answer == "Paris" and engine.kinds() == ["reasoning" if name == "cot" else "answer"]
+    assert ("reasoning" in pred) == (name == "cot")

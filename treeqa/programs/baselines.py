@@ -22,7 +22,38 @@ def _answer_of(pred: dspy.Prediction | None) -> str:
     return clean_answer(pred.answer) if pred is not None else ""
 
 
-class DirectAnswer(QAProgram):
+class ClosedBookAnswer(QAProgram):
+    """The model answers from its own knowledge, in one call: what the closed-book baselines
+    share. A subclass names its predictor (`_predictor`) and what its prediction adds (`_more`);
+    the predictor stays `self.answer`, so compiled files keep their predictor names."""
+
+    annotation_demos = {"answer": "read-history"}
+
+    @classmethod
+    def call_bound(cls, settings) -> int:
+        return 1
+
+    @staticmethod
+    def _predictor() -> dspy.Module:
+        raise NotImplementedError
+
+    @staticmethod
+    def _more(pred: dspy.Prediction | None) -> dict:
+        """What the prediction holds besides the answer and the failures."""
+        return {}
+
+    def __init__(self, retriever: Retriever | None = None):
+        super().__init__()
+        self.answer = self._predictor()
+
+    def forward(self, question: str) -> dspy.Prediction:
+        question = check_question(question, type(self).__name__)
+        failures: list[dict] = []
+        pred = safe_call(self.answer, failures, "answer", question=question, history=format_history([]))
+        return dspy.Prediction(answer=_answer_of(pred), **self._more(pred), failures=failures)
+
+
+class DirectAnswer(ClosedBookAnswer):
     """The model answers from its own knowledge, in one call (ALLIES' first seed alone).
 
     Example:
@@ -30,26 +61,15 @@ class DirectAnswer(QAProgram):
     """
 
     name = "direct"
-    annotation_demos = {"answer": "read-history"}
 
     reader = "answer"
 
-    @classmethod
-    def call_bound(cls, settings) -> int:
-        return 1
-
-    def __init__(self, retriever: Retriever | None = None):
-        super().__init__()
-        self.answer = budget.predict(Answer)
-
-    def forward(self, question: str) -> dspy.Prediction:
-        question = check_question(question, type(self).__name__)
-        failures: list[dict] = []
-        pred = safe_call(self.answer, failures, "answer", question=question, history=format_history([]))
-        return dspy.Prediction(answer=_answer_of(pred), failures=failures)
+    @staticmethod
+    def _predictor() -> dspy.Module:
+        return budget.predict(Answer)
 
 
-class ChainOfThoughtAnswer(QAProgram):
+class ChainOfThoughtAnswer(ClosedBookAnswer):
     """The model reasons step by step, then answers from its own knowledge (one call).
 
     Example:
@@ -58,22 +78,14 @@ class ChainOfThoughtAnswer(QAProgram):
     """
 
     name = "cot"
-    annotation_demos = {"answer": "read-history"}
 
-    @classmethod
-    def call_bound(cls, settings) -> int:
-        return 1
+    @staticmethod
+    def _predictor() -> dspy.Module:
+        return budget.chain_of_thought(Answer)
 
-    def __init__(self, retriever: Retriever | None = None):
-        super().__init__()
-        self.answer = budget.chain_of_thought(Answer)
-
-    def forward(self, question: str) -> dspy.Prediction:
-        question = check_question(question, type(self).__name__)
-        failures: list[dict] = []
-        pred = safe_call(self.answer, failures, "answer", question=question, history=format_history([]))
-        return dspy.Prediction(answer=_answer_of(pred), reasoning=pred.reasoning if pred is not None else "",
-                               failures=failures)
+    @staticmethod
+    def _more(pred: dspy.Prediction | None) -> dict:
+        return {"reasoning": pred.reasoning if pred is not None else ""}
 
 
 class RetrieveThenAnswer(Retrieving):
