@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from treeqa.programs import PRESET_NAMES, PROGRAMS
+from treeqa.retrievers import DEFAULT_KIND
 from treeqa.settings import get_settings
 
 PROGRAM_NAMES = ", ".join(PROGRAMS)
@@ -79,8 +80,11 @@ ApiKeyOption = Annotated[str | None, typer.Option(
     callback=_use_api_key, show_default=False)]
 
 
-RetrieverOption = Annotated[str | None, typer.Option(help="dense or bm25 (default: dense, or what a --compiled "
-                                                          "program was compiled with).")]
+RetrieverOption = Annotated[str | None, typer.Option(help=f"dense or bm25 (default: {DEFAULT_KIND}, or what a "
+                                                          "--compiled program was compiled with).")]
+
+
+KindOption = Annotated[str, typer.Option(help="dense or bm25.")]
 
 
 ConcurrencyOption = Annotated[int, typer.Option(help="Questions answered at once (against an endpoint; the "
@@ -103,12 +107,12 @@ def load_searching(compiled: str, retriever: str | None, corpus: str | None, exp
     from treeqa.programs.compiled import load_program, read_recipe, recipe_settings
 
     recipe, _ = read_recipe(compiled)
-    retriever = retriever or recipe.get("retriever", "dense")
+    retriever = retriever or recipe.get("retriever", DEFAULT_KIND)
     corpus = corpus or recipe.get("corpus")
     index = None
     settings, preset = recipe_settings(recipe)
     searches = uses_retriever(recipe["program"], {**settings, **(overrides or {})}, preset)  # not a GENREAD beam
-    if searches and (corpus != recipe.get("corpus") or retriever != recipe.get("retriever", "dense")):
+    if searches and (corpus != recipe.get("corpus") or retriever != recipe.get("retriever", DEFAULT_KIND)):
         from treeqa.retrievers import get_retriever
 
         index = get_retriever(recipe["dataset"], retriever, corpus=corpus)

@@ -14,6 +14,7 @@ from treeqa.cli.common import (
     ApiKeyOption,
     ConcurrencyOption,
     CorpusOption,
+    KindOption,
     LmOption,
     OldThreadsOption,
     RetrieverOption,
@@ -24,9 +25,11 @@ from treeqa.cli.common import (
     load_searching,
     parse_params,
 )
+from treeqa.data import DEFAULT_DATASET
 from treeqa.data.samples import selection
 from treeqa.evaluation.runs import EvalSpec
 from treeqa.programs import BASELINE, COMPARED, PROGRAMS
+from treeqa.retrievers import DEFAULT_KIND
 
 EVAL = SpecDefaults(EvalSpec)
 
@@ -52,7 +55,7 @@ def programs_cmd() -> None:
 
 
 DatasetOption = Annotated[str | None, typer.Option(help="Dataset to evaluate on (default: the one a --compiled "
-                                                       "program was compiled on, else hotpotqa).",
+                                                       f"program was compiled on, else {DEFAULT_DATASET}).",
                                                   show_default=False)]
 SplitOption = Annotated[str | None, typer.Option(help="Split (default: the one the papers report: dev for the "
                                                      "multi-hop sets, test for nq, triviaqa and webq).")]
@@ -151,9 +154,9 @@ def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, prese
         params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
     if program is None:
         fail("name a --program, or give a --compiled file")
-    dataset = dataset or "hotpotqa"
+    dataset = dataset or DEFAULT_DATASET
     spec = EvalSpec(program=program, dataset=dataset, split=split or default_split(dataset),
-                    retriever=retriever or "dense", corpus=corpus, preset=preset, params=params, **sample)
+                    retriever=retriever or DEFAULT_KIND, corpus=corpus, preset=preset, params=params, **sample)
     return spec, loaded
 
 
@@ -218,7 +221,7 @@ def compare_cmd(
         ",".join(COMPARED)),
     against: Annotated[str | None, typer.Option(help="The program every other one is paired with "
                                                     "(default: rta when listed, else the first).")] = None,
-    dataset: Annotated[str | None, typer.Option(help="Dataset to evaluate on [default: hotpotqa].",
+    dataset: Annotated[str | None, typer.Option(help=f"Dataset to evaluate on [default: {DEFAULT_DATASET}].",
                                                 show_default=False)] = None,
     split: Annotated[str | None, typer.Option(help="Split (default: the one the papers report).")] = None,
     n: Annotated[int | None, typer.Option("--n", help="Number of questions (seeded sample) [default: 5].",
@@ -229,7 +232,7 @@ def compare_cmd(
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
-    retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    retriever: KindOption = DEFAULT_KIND,
     corpus: CorpusOption = None,
     concurrency: ConcurrencyOption = 1,
     threads: OldThreadsOption = None,
@@ -249,7 +252,7 @@ def compare_cmd(
     rows, records, data = {}, {}, None
     try:  # every name checked before the first program runs: a typo in the last is not an hour lost
         dataset, split, asked = asked_questions(sample_name, ids, dataset, split, n, 5)
-        dataset = dataset or "hotpotqa"
+        dataset = dataset or DEFAULT_DATASET
         specs = {name: EvalSpec(program=name, dataset=dataset, split=split or default_split(dataset), **asked,
                                 seed=seed, lm=lm, api_base=api_base, retriever=retriever, corpus=corpus,
                                 threads=threads or concurrency, cache=cache,

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from treeqa.cli.common import fail, index_app, model_app
+from treeqa.cli.common import KindOption, fail, index_app, model_app
+from treeqa.data import DEFAULT_DATASET
+from treeqa.retrievers import DEFAULT_KIND
 from treeqa.settings import get_settings
 
 
@@ -36,8 +38,8 @@ def model_path() -> None:
 
 @index_app.command("build")
 def index_build(
-    dataset: Annotated[str, typer.Option(help="Dataset whose pooled corpus to index.")] = "hotpotqa",
-    retriever: Annotated[str, typer.Option(help="dense or bm25.")] = "dense",
+    dataset: Annotated[str, typer.Option(help="Dataset whose pooled corpus to index.")] = DEFAULT_DATASET,
+    retriever: KindOption = DEFAULT_KIND,
     corpus_file: Annotated[str | None, typer.Option(help="Your own corpus: a JSONL(.gz) file, one passage or "
                                                          "document per line ({id, contents} or {id, title, "
                                                          "text}).")] = None,

@@ -6,5 +6,8 @@ from treeqa.data.loaders import DATASETS, EVAL_SPLITS, SPLITS, DataError, load_e
 
 discover()  # each file of treeqa/data/datasets (and of TREEQA_DATASETS) registers its dataset
 
-__all__ = ["DATASETS", "EVAL_SPLITS", "SPLITS", "DataError", "Passage", "corpus_description", "discover",
+DEFAULT_DATASET = "hotpotqa"  # what a command runs on, or searches the corpus of, when no dataset is named
+
+__all__ = ["DATASETS", "DEFAULT_DATASET", "EVAL_SPLITS", "SPLITS", "DataError", "Passage", "corpus_description",
+           "discover",
            "load_corpus", "load_examples", "load_split", "sample"]

@@ -29,6 +29,7 @@ import dspy
 from treeqa.data.passage import Passage
 from treeqa.evaluation.records import read_records, records_file
 from treeqa.programs.review_run import ReviewNode, ReviewRun
+from treeqa.retrievers import DEFAULT_KIND
 from treeqa.retrievers.base import Retriever
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
@@ -219,10 +220,10 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     recorded = recorded_spec(records_dir)
     recipe, state = read_recipe(compiled)
     searched = (recorded.retriever, recorded.corpus)
-    if searched != (recipe.get("retriever", "dense"), recipe.get("corpus")):
+    if searched != (recipe.get("retriever", DEFAULT_KIND), recipe.get("corpus")):
         raise ReplayError(f"{records_dir} searched {searched[1] or recorded.dataset} with {searched[0]}; "
                           f"{compiled} searches {recipe.get('corpus') or recipe['dataset']} with "
-                          f"{recipe.get('retriever', 'dense')}")
+                          f"{recipe.get('retriever', DEFAULT_KIND)}")
     overrides = dict(overrides or {})
     if set(overrides) - READER_SETTINGS:
         raise ReplayError(f"a replay changes only the reading ({', '.join(sorted(READER_SETTINGS))}), "

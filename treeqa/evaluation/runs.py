@@ -16,8 +16,10 @@ from typing import Any
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, computed_field, model_validator
 
+from treeqa.data import DEFAULT_DATASET
 from treeqa.evaluation.tables import markdown_table
 from treeqa.programs import ProgramSpec, resolve_program
+from treeqa.retrievers import DEFAULT_KIND
 from treeqa.settings import default_runs_dir
 
 RUNS_DIR = default_runs_dir()
@@ -39,7 +41,7 @@ class EvalSpec(BaseModel):
     """Everything that decides an evaluation's results; its hash names the default folder."""
 
     program: str
-    dataset: str = "hotpotqa"
+    dataset: str = DEFAULT_DATASET
     split: str = "dev"
     n: int = Field(30, ge=1)
     seed: int = 0
@@ -48,7 +50,7 @@ class EvalSpec(BaseModel):
     sample: str | None = None  # the committed sample `ids` come from, by name (a label: the ids decide)
     lm: str = "local"
     api_base: str | None = None
-    retriever: str = "dense"
+    retriever: str = DEFAULT_KIND
     corpus: str | None = None  # a registered corpus of your own, searched instead of the dataset's
     preset: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)

@@ -9,12 +9,14 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
+from treeqa.data import DEFAULT_DATASET
 from treeqa.evaluation.runs import (
     RUNS_DIR,
     EvalSpec,
     check_spec_names,
 )
 from treeqa.programs import DEFAULT_PROGRAM, ProgramSpec, resolve_program
+from treeqa.retrievers import DEFAULT_KIND
 
 
 def optimizer_names() -> tuple[str, ...]:
@@ -88,7 +90,7 @@ class OptimizeSpec(BaseModel):
     """One optimize run: what to compile, how, and where it is evaluated."""
 
     program: str = DEFAULT_PROGRAM
-    dataset: str = "hotpotqa"
+    dataset: str = DEFAULT_DATASET
     # None (what the command line passes when not told): the program's own default compile and
     # its train size, or 20 train questions for another optimizer (`default_compile_note` says so)
     optimizer: str | None = "bootstrap"
@@ -104,7 +106,7 @@ class OptimizeSpec(BaseModel):
     lm: str = "local"
     api_base: str | None = None
     teacher_lm: str | None = None
-    retriever: str = "dense"
+    retriever: str = DEFAULT_KIND
     corpus: str | None = None  # a registered corpus of your own, searched instead of the dataset's
     threads: int = Field(1, ge=1)
     preset: str | None = None

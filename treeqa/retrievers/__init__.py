@@ -20,7 +20,7 @@ from treeqa.retrievers.base import IndexMissingError, Retriever
 from treeqa.retrievers.bm25 import BM25Retriever  # each kind's module registers it in RETRIEVERS
 from treeqa.retrievers.corpora import read_entry, update_entry
 from treeqa.retrievers.dense import DenseRetriever
-from treeqa.retrievers.indexed import RETRIEVERS
+from treeqa.retrievers.indexed import DEFAULT_KIND, RETRIEVERS
 from treeqa.settings import get_settings
 
 
@@ -46,7 +46,7 @@ def _registry(name: str) -> Path:
 
 def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 100, index_type: str = "auto",
                        batch_size: int = 256, embed_fn=None, ray_address: str | None = None,
-                       kind: str = "dense") -> Retriever:
+                       kind: str = DEFAULT_KIND) -> Retriever:
     """Index a JSONL corpus file under `name` (streamed, resumable) and register it: densely,
     with `ray_address` embedding as a Ray Data job on that cluster, or with BM25 (`kind`)."""
     path = Path(path).resolve()
@@ -81,14 +81,14 @@ def registered_corpus(name: str) -> dict:
     return entry
 
 
-def corpus_retriever(name: str, build: bool = True, kind: str = "dense") -> Retriever:
+def corpus_retriever(name: str, build: bool = True, kind: str = DEFAULT_KIND) -> Retriever:
     """The registered corpus `name`, searched densely or with BM25; a changed or missing index
     is (re)built from its file."""
     retriever = RETRIEVERS.lookup(kind)
     return retriever.for_entry(registered_corpus(name), get_settings().index_dir, name, build=build)
 
 
-def get_retriever(dataset: str, kind: str = "dense", with_wikipedia: bool = False,
+def get_retriever(dataset: str, kind: str = DEFAULT_KIND, with_wikipedia: bool = False,
                   build: bool = True, corpus: str | None = None) -> Retriever:
     """The retriever over a dataset's pooled corpus (or the registered `corpus`), loaded from
     the cache dir or built there.
@@ -103,5 +103,5 @@ def get_retriever(dataset: str, kind: str = "dense", with_wikipedia: bool = Fals
     return retriever.for_corpus(passages, get_settings().index_dir, name, build=build)
 
 
-__all__ = ["BM25Retriever", "DenseRetriever", "IndexMissingError", "Passage", "RETRIEVERS", "Retriever",
-           "build_corpus_index", "check_corpus_name", "corpus_retriever", "discover", "get_retriever"]
+__all__ = ["BM25Retriever", "DEFAULT_KIND", "DenseRetriever", "IndexMissingError", "Passage", "RETRIEVERS",
+           "Retriever", "build_corpus_index", "check_corpus_name", "corpus_retriever", "discover", "get_retriever"]
