@@ -6,10 +6,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.fakes import generic_lm, use_lm
-from treeqa.cli import app
+from tests.fakes import FakeRetriever, generic_lm, use_lm
+from treeqa.cli import app, load_served
+from treeqa.data import DEFAULT_DATASET
 from treeqa.programs import build_program
 from treeqa.programs.compiled import save_compiled
+from treeqa.retrievers import DEFAULT_KIND
 
 
 @pytest.fixture
@@ -93,3 +95,23 @@ def test_the_old_threads_spelling_still_sets_the_concurrency(fixture_data, monke
         result = _evaluate("--program", "direct", flag, "2", "--out", str(tmp_path / out))
         assert result.exit_code == 0, result.output
         assert json.loads((tmp_path / out / "spec.json").read_text())["threads"] == 2
+
+
+def test_ask_and_serve_take_their_program_from_the_same_options(fixture_data, monkeypatch):
+    """Both answer with a compiled file or a zero-shot program searching a dataset's corpus: the
+    same options, and the same corpus searched when none is named."""
+    from typer.main import get_command
+
+    commands = get_command(app).commands
+    ask, serve = ({p.name: p for p in commands[name].params} for name in ("ask", "serve"))
+    for name in ("compiled", "program", "dataset", "retriever", "corpus"):
+        assert ask[name].help == serve[name].help, name
+    assert ask["dataset"].default == serve["dataset"].default == DEFAULT_DATASET
+    searched = []
+    monkeypatch.setattr("treeqa.retrievers.get_retriever",
+                        lambda dataset, kind, corpus=None: searched.append((dataset, kind, corpus)) or FakeRetriever())
+    use_lm(monkeypatch, generic_lm({}, default_answer="Lima"))
+    result = CliRunner().invoke(app, ["ask", "What is the capital of Peru?", "--program", "rta"])
+    assert result.exit_code == 0 and "Lima" in result.output, result.output
+    assert load_served(None, "rta", DEFAULT_DATASET, None, "local", None).info["dataset"] == DEFAULT_DATASET
+    assert searched == [(DEFAULT_DATASET, DEFAULT_KIND, None)] * 2

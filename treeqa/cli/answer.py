@@ -6,27 +6,38 @@ from typing import Annotated
 
 import typer
 
+from treeqa import retrievers
 from treeqa.cli.common import (
-    PROGRAM_NAMES,
     ApiBaseOption,
     ApiKeyOption,
+    CompiledOption,
     CorpusOption,
     LmOption,
     RetrieverOption,
+    ZeroShotDatasetOption,
+    ZeroShotOption,
     app,
     fail,
     load_searching,
     printable,
 )
-from treeqa.programs import DEFAULT_PROGRAM, SIMPLEST
+from treeqa.data import DEFAULT_DATASET
+from treeqa.programs import DEFAULT_PROGRAM, SIMPLEST, QAProgram, build_program, uses_retriever
+
+
+def zero_shot(program: str, dataset: str, retriever: str | None, corpus: str | None) -> QAProgram:
+    """`program` uncompiled, searching `dataset`'s corpus (or your own `corpus`) if it searches."""
+    searches = uses_retriever(program)
+    index = retrievers.get_retriever(dataset, retriever or retrievers.DEFAULT_KIND, corpus=corpus) if searches else None
+    return build_program(program, index)
 
 
 @app.command("ask")
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
-    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to answer with.")] = None,
-    program: Annotated[str, typer.Option(help="Zero-shot program when no --compiled is given.")] = SIMPLEST,
-    dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
+    compiled: CompiledOption = None,
+    program: ZeroShotOption = SIMPLEST,
+    dataset: ZeroShotDatasetOption = DEFAULT_DATASET,
     retriever: RetrieverOption = None,
     corpus: CorpusOption = None,
     lm: LmOption = "local",
@@ -42,7 +53,6 @@ def ask(
     import dspy
 
     from treeqa.lm import adapter_for, get_lm
-    from treeqa.programs import build_program, uses_retriever
     from treeqa.programs.common import check_question
 
     try:
@@ -50,10 +60,7 @@ def ask(
         if compiled:
             qa = load_searching(compiled, retriever, corpus)[0]
         else:
-            from treeqa.retrievers import get_retriever
-
-            index = get_retriever(dataset, retriever or "dense", corpus=corpus) if uses_retriever(program) else None
-            qa = build_program(program, index)
+            qa = zero_shot(program, dataset, retriever, corpus)
         model = get_lm(lm, api_base=api_base, cache=cache)
         with dspy.context(lm=model, adapter=adapter_for(model)):
             prediction = qa(question=question)
@@ -74,7 +81,6 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
                 api_base: str | None, corpus: str | None = None, cache: bool = True):
     """(served program, LM, program info) for `serve`: a compiled file, or a zero-shot program."""
     from treeqa.lm import adapter_for, get_lm
-    from treeqa.programs import build_program, uses_retriever
     from treeqa.serving import Served, program_info
 
     if compiled:
@@ -84,11 +90,8 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
         name = recipe["program"]
         dataset = (corpus or recipe.get("dataset")) if uses_retriever(name, *recipe_settings(recipe)) else None
     else:
-        from treeqa.retrievers import get_retriever
-
         recipe, name = None, program
-        index = get_retriever(dataset, retriever or "dense", corpus=corpus) if uses_retriever(program) else None
-        qa = build_program(program, index)
+        qa = zero_shot(program, dataset, retriever, corpus)
         dataset = (corpus or dataset) if uses_retriever(program) else None
     model = get_lm(lm, api_base=api_base, cache=cache)
     if hasattr(model, "wait_ready"):
@@ -98,10 +101,9 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
 
 @app.command("serve")
 def serve(
-    compiled: Annotated[str | None, typer.Option(help="A compiled program (.json) to serve.")] = None,
-    program: Annotated[str, typer.Option(help=f"Zero-shot program when no --compiled: one of {PROGRAM_NAMES}.")] = (
-        DEFAULT_PROGRAM),
-    dataset: Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")] = "hotpotqa",
+    compiled: CompiledOption = None,
+    program: ZeroShotOption = DEFAULT_PROGRAM,
+    dataset: ZeroShotDatasetOption = DEFAULT_DATASET,
     retriever: RetrieverOption = None,
     corpus: CorpusOption = None,
     lm: LmOption = "local",

@@ -87,6 +87,13 @@ RetrieverOption = Annotated[str | None, typer.Option(help=f"dense or bm25 (defau
 KindOption = Annotated[str, typer.Option(help="dense or bm25.")]
 
 
+# where `ask` and `serve` get their program: a compiled file, or a zero-shot program searching a dataset's corpus
+CompiledOption = Annotated[str | None, typer.Option(help="A compiled program (.json) to answer with.")]
+ZeroShotOption = Annotated[str, typer.Option(help=f"Zero-shot program when no --compiled is given: one of "
+                                                  f"{PROGRAM_NAMES}.")]
+ZeroShotDatasetOption = Annotated[str, typer.Option(help="Whose corpus a zero-shot program searches.")]
+
+
 ConcurrencyOption = Annotated[int, typer.Option(help="Questions answered at once (against an endpoint; the "
                                                        "embedded engine answers one at a time).")]
 
