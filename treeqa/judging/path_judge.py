@@ -39,7 +39,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 @functools.cache
 def stopword_set() -> frozenset[str]:
-    from bm25s.stopwords import STOPWORDS_EN
+    from bm25s.stopwords import STOPWORDS_EN  # bm25s loads where it is used, not by every command
 
     return frozenset(STOPWORDS_EN)
 

@@ -10,6 +10,7 @@ the command line's `--param`, a compiled file and `--plan` check and resolve the
 from __future__ import annotations
 
 import inspect
+import json
 import typing
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from treeqa.lm.adapter import attach, recorded_adapter
 from treeqa.registry import Registry
 
 NOT_SETTINGS = ("self", "retriever", "embed_fn")  # constructor arguments that are objects, not settings
@@ -187,10 +189,6 @@ class QAProgram(dspy.Module):
         weights) and the predictors it was trained for answer through it, as `load_program` does."""
         out = super().load(path, *args, **kwargs)
         if str(path).endswith(".json"):
-            import json
-
-            from treeqa.lm.adapter import attach, recorded_adapter
-
             recipe = json.loads(Path(path).read_text(encoding="utf-8")).get("treeqa")
             found = recorded_adapter(recipe, Path(path).parent, str(path)) if isinstance(recipe, dict) else None
             if found is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from treeqa.data import DataError
 from treeqa.data.corpus import Passage, load_corpus
 from treeqa.registry import discover as _discover
 from treeqa.retrievers.base import IndexMissingError, Retriever
@@ -52,8 +53,6 @@ def build_corpus_index(path: str | Path, name: str, chunk_words: int | None = 10
     path = Path(path).resolve()
     check_corpus_name(name)
     if not path.is_file():
-        from treeqa.data import DataError
-
         raise DataError(f"{path}: {'a folder, not' if path.is_dir() else 'no such'} corpus file")
     retriever, kept = RETRIEVERS.lookup(kind).index_file(  # an unknown kind: an error naming the kinds
         path, get_settings().index_dir, name, chunk_words, index_type=index_type, batch_size=batch_size,

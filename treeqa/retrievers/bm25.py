@@ -16,7 +16,7 @@ MODEL, BM25_DIR, document_text = store.BM25_MODEL, store.BM25_DIR, store.bm25_te
 
 
 def _tokens(texts: list[str]) -> list[list[str]]:
-    import bm25s
+    import bm25s  # loaded where BM25 is used, not by every command
 
     return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
 
@@ -36,7 +36,7 @@ class BM25Retriever(IndexedRetriever):
 
     @classmethod
     def build(cls, passages: list[Passage], progress: bool = True) -> BM25Retriever:
-        import bm25s
+        import bm25s  # loaded where BM25 is used, not by every command
 
         if not passages:
             raise ValueError("cannot index an empty corpus")
@@ -53,7 +53,7 @@ class BM25Retriever(IndexedRetriever):
 
     @classmethod
     def _from_folder(cls, folder: Path, passages: list[Passage]) -> BM25Retriever:
-        import bm25s
+        import bm25s  # loaded where BM25 is used, not by every command
 
         streamed = isinstance(passages, store.PassageStore)  # a corpus of any size: its scores stay on disk
         model = bm25s.BM25.load(str(folder / BM25_DIR), mmap=streamed, show_progress=False)

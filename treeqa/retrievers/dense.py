@@ -24,7 +24,7 @@ from treeqa.settings import get_settings
 INDEX_FILE = store.INDEX_FILE
 IVF_THRESHOLD = 100_000
 def build_faiss_index(vectors: np.ndarray):
-    import faiss
+    import faiss  # heavy: loaded when an index is built or read, not by every command
 
     n, dim = vectors.shape
     if n < IVF_THRESHOLD:
@@ -73,13 +73,13 @@ class DenseRetriever(IndexedRetriever):
         return model_name()
 
     def _write_index(self, folder: Path) -> None:
-        import faiss
+        import faiss  # heavy: loaded when an index is built or read, not by every command
 
         faiss.write_index(self.index, str(folder / INDEX_FILE))
 
     @classmethod
     def _from_folder(cls, folder: Path, passages: list[Passage]) -> DenseRetriever:
-        import faiss
+        import faiss  # heavy: loaded when an index is built or read, not by every command
 
         try:
             index = faiss.read_index(str(folder / INDEX_FILE))
@@ -97,7 +97,7 @@ class DenseRetriever(IndexedRetriever):
     def set_search(self, nprobe: int | None = None, ef_search: int | None = None) -> None:
         """Query-time knobs of approximate indexes: IVF lists probed, HNSW candidates kept
         (more: better recall, slower). Ignored by an exact index."""
-        import faiss
+        import faiss  # heavy: loaded when an index is built or read, not by every command
 
         space = faiss.ParameterSpace()
         for name, value in (("nprobe", nprobe), ("efSearch", ef_search)):

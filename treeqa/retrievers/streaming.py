@@ -30,9 +30,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from treeqa.data.passage import Passage
-from treeqa.retrievers import store
+from treeqa.retrievers import ray_embed, store
 from treeqa.retrievers.encoder import EmbedFn
 
 DIM = 384  # all-MiniLM-L6-v2
@@ -68,8 +69,6 @@ def _write_passages(staging: Path, passages: Iterable[Passage]) -> int:
 
 
 def _embed_all(staging: Path, n: int, done: int, embed_fn: EmbedFn, batch_size: int, progress: bool) -> None:
-    from tqdm import tqdm
-
     mode = "r+" if (staging / VECTORS_FILE).is_file() else "w+"
     vectors = np.lib.format.open_memmap(staging / VECTORS_FILE, mode=mode, dtype=np.float32, shape=(n, DIM))
     passages = store.PassageStore(staging)
@@ -88,7 +87,7 @@ def _embed_all(staging: Path, n: int, done: int, embed_fn: EmbedFn, batch_size: 
 
 
 def _build_index(staging: Path, n: int, index_type: str, seed: int = 0):
-    import faiss
+    import faiss  # heavy: loaded when an index is built or read, not by every command
 
     vectors = np.load(staging / VECTORS_FILE, mmap_mode="r")
     index = faiss.index_factory(DIM, index_type, faiss.METRIC_INNER_PRODUCT)
@@ -141,14 +140,12 @@ def build(passages: Iterable[Passage], folder: Path, meta: dict, embed_fn: Embed
     staging, state = _stage_passages(passages, folder)
     n = state["passages"]
     if state["embedded"] < n and ray_address is not None:
-        from treeqa.retrievers import ray_embed
-
         ray_embed.embed(staging, n, state["embedded"], ray_address, batch_size, progress, _save_progress,
                         VECTORS_FILE, DIM)
     elif state["embedded"] < n:
         _embed_all(staging, n, state["embedded"], embed_fn, batch_size, progress)
     chosen = choose_index(n) if index_type == "auto" else index_type
-    import faiss
+    import faiss  # heavy: loaded when an index is built or read, not by every command
 
     faiss.write_index(_build_index(staging, n, chosen), str(staging / store.INDEX_FILE))
     (staging / VECTORS_FILE).unlink()
@@ -181,8 +178,7 @@ class _TokenIds(Sequence):
 def _tokenize_all(staging: Path, n: int, batch_size: int, progress: bool) -> tuple[_TokenIds, dict]:
     """Token ids of every passage into `tokens.bin`, batch by batch, with the vocabulary they
     grow; the tokens are those `treeqa.retrievers.bm25` gives (bm25s, English stopwords)."""
-    from bm25s.tokenization import Tokenizer
-    from tqdm import tqdm
+    from bm25s.tokenization import Tokenizer  # loaded where BM25 is used, not by every command
 
 
     tokenizer = Tokenizer(stopwords="en")
@@ -210,7 +206,7 @@ def build_bm25(passages: Iterable[Passage], folder: Path, meta: dict, *, batch_s
                progress: bool = True) -> Path:
     """Build (or resume building) the BM25 index of `passages` into `folder` (see the module
     doc): a killed build keeps its passages on disk and tokenizes again, the fast step."""
-    import bm25s
+    import bm25s  # loaded where BM25 is used, not by every command
     from bm25s.tokenization import Tokenized
 
 
