@@ -20,10 +20,17 @@ from typing import Any
 
 import dspy
 
+import treeqa.lm  # get_lm is looked up at each call (tests put a scripted LM in its place), as is get_retriever
+import treeqa.retrievers
 from treeqa.evaluation.records import records_file
+from treeqa.evaluation.replay import check_replay_source, replay_run
 from treeqa.evaluation.runs import EvalSpec, adopt_run, check_adoptable, run_evaluation, select_examples
+from treeqa.lm import adapter_for
 from treeqa.optimize.report import write_report
 from treeqa.optimize.spec import OptimizeSpec, make_teleprompter, plan, splits_for, stages
+from treeqa.programs.compiled import load_program, read_recipe, save_compiled
+from treeqa.teleprompt import compilers
+from treeqa.teleprompt.annotated_demos import usable
 
 FITS_RECORDED = ("judge_fit", "settings_search", "reader_fit", "query_fit", "finetune_fit")
 NOT_DECISIVE = {"threads", "api_base", "cache", "zero_shot_from", "replay_from", "zero_shot"}
@@ -90,16 +97,12 @@ def _check_sources(spec: OptimizeSpec, eval_spec: EvalSpec) -> None:
     if spec.zero_shot_from:
         check_adoptable(Path(spec.zero_shot_from), eval_spec)
     if spec.replay_from:  # the sample and the program now; whether the search is the same, once compiled
-        from treeqa.evaluation.replay import check_replay_source
-
         check_replay_source(Path(spec.replay_from), eval_spec)
 
 
 def _check_folder(spec: OptimizeSpec, out_dir: Path) -> None:
     """The folder holds nothing of another spec (its spec.json, its compiled.json); then this
     spec is written to it."""
-    from treeqa.programs.compiled import read_recipe
-
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
         try:
@@ -121,9 +124,6 @@ def check(spec: OptimizeSpec, out_dir: Path) -> Checked:
     """Everything that can fail before an LM call: the sources, the samples (a train set too
     small for a held-out optimizer, one with no annotations for a compiler that needs them),
     the index, the folder."""
-    from treeqa.retrievers import get_retriever
-    from treeqa.teleprompt import compilers
-
     eval_spec = spec.eval_spec()
     _check_sources(spec, eval_spec)
     train_dataset = spec.train_from or spec.dataset
@@ -135,14 +135,13 @@ def check(spec: OptimizeSpec, out_dir: Path) -> Checked:
     # GEPA reflects on minibatches of one part and accepts candidates on the other
     fit_on, valset = gepa_split(trainset) if any(compilers()[n].holds_out for n in names) else (trainset, None)
     if any(compilers()[name].needs_annotations for name in names):
-        from treeqa.teleprompt.annotated_demos import usable
-
         if not any(usable(ex) for ex in trainset):
             raise ValueError(f"--optimizer {spec.optimizer}: none of the {len(trainset)} {train_dataset} "
                              f"{splits['train']} questions has two or more annotated gold paragraphs (hotpotqa, "
                              "2wikimultihopqa and musique have them)")
-    needs_index = spec.resolved.needs_retriever
-    retriever = get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus) if needs_index else None
+    retriever = None
+    if spec.resolved.needs_retriever:
+        retriever = treeqa.retrievers.get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus)
     program = spec.resolved.build(retriever)
     _check_folder(spec, out_dir)
     return Checked(out_dir, eval_spec, train_dataset, splits, trainset, fit_on, valset, retriever, program)
@@ -152,10 +151,6 @@ def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=prin
     """The compiled program and what its compile recorded: loaded where the folder has it,
     else compiled through the spec's compilers in order (each one's program the next one's
     student) and saved."""
-    from treeqa.lm import adapter_for, get_lm
-    from treeqa.programs.compiled import load_program, read_recipe, save_compiled
-    from treeqa.teleprompt import compilers
-
     path = checked.out_dir / "compiled.json"
     if path.is_file():
         echo(f"[1/3] compiled program found at {path}: loading it")
@@ -164,7 +159,7 @@ def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=prin
     train_split = checked.splits["train"]
     echo(f"[1/3] compiling with {spec.optimizer} on {len(checked.trainset)} {checked.train_dataset} {train_split} "
          "questions")
-    teacher = get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
+    teacher = treeqa.lm.get_lm(spec.teacher_lm, api_base=spec.api_base) if spec.teacher_lm else None
     started = time.perf_counter()
     compiled = checked.program
     with dspy.context(lm=lm, adapter=adapter_for(lm)), dspy.track_usage() as usage:
@@ -200,8 +195,6 @@ def evaluate_sides(spec: OptimizeSpec, checked: Checked, compiled: dspy.Module, 
     out_dir = checked.out_dir
     echo(f"[2/3] compiled {spec.program} on {spec.dev} {spec.dataset} {checked.splits['dev']} questions")
     if spec.replay_from:
-        from treeqa.evaluation.replay import replay_run
-
         comp, replayed, _ = replay_run(Path(spec.replay_from), out_dir / "compiled.json", lm=spec.lm,
                                        api_base=spec.api_base, out=out_dir / "compiled", cache=spec.cache)
         echo(f"      read from the recorded searches of {spec.replay_from} ({replayed} of {spec.dev} questions)")
@@ -222,15 +215,13 @@ def evaluate_sides(spec: OptimizeSpec, checked: Checked, compiled: dspy.Module, 
 def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only: bool = False,
                  echo=print) -> dict[str, Any]:
     """Compile on train against EM, evaluate compiled then zero-shot on dev, report; resumable."""
-    from treeqa.lm import get_lm
-
     out_dir = Path(out) if out else spec.default_out()
     calls = plan(spec)
     echo(plan_line(spec, calls))
     if plan_only:  # computed from the settings: no data read, no index built, no model loaded
         return {"plan": calls, "out": out_dir}
     checked = check(spec, out_dir)
-    compiled, compile_info = compile_program(spec, checked, get_lm(spec.lm, api_base=spec.api_base), echo)
+    compiled, compile_info = compile_program(spec, checked, treeqa.lm.get_lm(spec.lm, api_base=spec.api_base), echo)
     comp, zero = evaluate_sides(spec, checked, compiled, echo)
     written = write_report(spec, out_dir, checked.splits, comp, zero, compile_info, calls, len(checked.trainset))
     echo(written["table"])

@@ -9,43 +9,36 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
-from treeqa.data import DEFAULT_DATASET
+from treeqa.data import DEFAULT_DATASET, EVAL_SPLITS, SPLITS
 from treeqa.evaluation.runs import (
     RUNS_DIR,
     EvalSpec,
     check_spec_names,
 )
-from treeqa.programs import DEFAULT_PROGRAM, ProgramSpec, resolve_program
+from treeqa.programs import DEFAULT_PROGRAM, PROGRAMS, ProgramSpec, resolve_program
 from treeqa.retrievers import DEFAULT_KIND
+from treeqa.teleprompt import CompileContext, compilers
 
 
 def optimizer_names() -> tuple[str, ...]:
     """Every `--optimizer`, as the compiler registry (`treeqa.teleprompt`) has them."""
-    from treeqa.teleprompt import compilers
-
     return tuple(compilers())
 
 
 def fitting_optimizers(program_class: type) -> tuple[str, ...]:
     """The `--optimizer`s that can compile `program_class` (each compiler's `fits`)."""
-    from treeqa.teleprompt import compilers
-
     return tuple(name for name, c in compilers().items() if c.fits(program_class))
 
 
 def preparers() -> tuple[str, ...]:
     """Compilers that prepare a program from annotations or settings: an EM teleprompter can
     run on what one of them made (`--optimizer path-judge+reader`)."""
-    from treeqa.teleprompt import compilers
-
     return tuple(name for name, c in compilers().items() if c.preparer)
 
 
 def stages(optimizer: str) -> list[str]:
     """The compilers `--optimizer` names, in order: a preparer, a weight training and an EM
     teleprompter, each at most once and in that order (e.g. path-judge+finetune+reader)."""
-    from treeqa.teleprompt import compilers
-
     names, known, ready = optimizer.split("+"), optimizer_names(), preparers()
     if any(n not in known for n in names) or len(names) > 3:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(known)}, or a preparer "
@@ -63,8 +56,6 @@ def stages(optimizer: str) -> list[str]:
 def splits_for(dataset: str) -> tuple[str, str]:
     """(train split, evaluation split): evaluate on the split the papers report
     (`EVAL_SPLITS`), compile on train, else on the remaining split (NQ/TriviaQA: dev)."""
-    from treeqa.data import EVAL_SPLITS, SPLITS
-
     if dataset not in SPLITS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SPLITS)}")
     evaluate_on = EVAL_SPLITS[dataset]
@@ -81,8 +72,6 @@ def max_calls_per_question(program: dspy.Module) -> int:
 
 def compile_call_bound(optimizer: str, per_q: int, n_train: int, settings: dict[str, int]) -> int:
     """The most LM calls the compilers of `optimizer` make, roughly bounded (their declarations)."""
-    from treeqa.teleprompt import compilers
-
     return sum(compilers()[name].call_bound(per_q, n_train, settings) for name in stages(optimizer))
 
 
@@ -133,8 +122,6 @@ class OptimizeSpec(BaseModel):
         self._default_compile()
         names = stages(self.optimizer)
         check_spec_names(self.dataset, None, self.retriever)
-        from treeqa.teleprompt import compilers
-
         if self.train_from is not None:
             splits_for(self.train_from)  # an unknown dataset is an error here
             searching = [n for n in names if not compilers()[n].from_annotations]
@@ -193,9 +180,6 @@ class OptimizeSpec(BaseModel):
 
     def _check_compilers(self, names: list[str]) -> None:
         """Each compiler named must fit the program and accept its settings."""
-        from treeqa.programs import PROGRAMS
-        from treeqa.teleprompt import compilers
-
         for name in names:
             compiler = compilers()[name]
             if not compiler.fits(self.resolved.cls):
@@ -233,8 +217,6 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
                       out_dir: Path | None = None):
     """The teleprompter `name` (default: the spec's one optimizer) and its compile() keyword
     arguments, as its compiler declares them; `out_dir` keeps what a compile records."""
-    from treeqa.teleprompt import CompileContext, compilers
-
     name = name or spec.optimizer
     if name not in compilers():
         raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(optimizer_names())}")
@@ -243,8 +225,6 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
 
 def plan(spec: OptimizeSpec) -> dict[str, int]:
     """The LM-call budget of a run, from the settings alone (no index, no model)."""
-    from treeqa.teleprompt import compilers
-
     per_q = spec.resolved.call_bound
     training = [compilers()[name].train_seconds for name in stages(spec.optimizer)]
     out = {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q if spec.zero_shot else 0,

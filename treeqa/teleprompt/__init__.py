@@ -24,8 +24,9 @@ def compilers(refresh: bool = False) -> Registry[Compiler]:
     return COMPILERS
 
 
-def __getattr__(name: str):  # RecordedReader & co. without importing DSPy's teleprompters at package import
+def __getattr__(name: str):
     if name in ("RecordedReader", "reader_of", "record_reads"):
+        # on first use: importing the package does not import DSPy's teleprompters
         from treeqa.teleprompt import recorded
 
         return getattr(recorded, name)

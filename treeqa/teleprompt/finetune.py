@@ -23,7 +23,10 @@ from pathlib import Path
 import dspy
 from dspy.teleprompt import BetterTogether, BootstrapFewShotWithRandomSearch, BootstrapFinetune
 
+from treeqa.lm.provider import EmbeddedLM
+from treeqa.settings import get_settings
 from treeqa.teleprompt.base import CompileContext, Compiler, register
+from treeqa.teleprompt.gold_reads import gold_reads
 from treeqa.teleprompt.metrics import em_metric
 
 log = logging.getLogger(__name__)
@@ -52,8 +55,6 @@ class Finetune(BootstrapFinetune):
         self.out_dir, self.recipe, self.gold, self.budget_s = out_dir, dict(recipe or DEFAULT_RECIPE), gold, budget_s
 
     def compile(self, student: dspy.Module, trainset, teacher=None, **kwargs) -> dspy.Module:
-        from treeqa.lm.provider import EmbeddedLM
-
         lm = dspy.settings.lm
         if not isinstance(lm, EmbeddedLM):
             raise ValueError("--optimizer finetune trains a LoRA adapter of the embedded model: run it with --lm local")
@@ -69,8 +70,6 @@ class Finetune(BootstrapFinetune):
         return compiled
 
     def _gold_reads(self, program: dspy.Module, trainset) -> tuple[list[dict], int]:
-        from treeqa.teleprompt.gold_reads import gold_reads
-
         if not self.gold or not hasattr(program, "k") or not hasattr(program, "retriever"):
             return [], 0
         return gold_reads(program, trainset, dspy.settings.adapter or dspy.ChatAdapter())
@@ -86,14 +85,10 @@ class Finetune(BootstrapFinetune):
 
 
 def _finetune(c: CompileContext) -> tuple[Finetune, dict]:
-    from treeqa.settings import get_settings
-
     return Finetune(em_metric, out_dir=c.out_dir, budget_s=get_settings().finetune_budget_s), {}
 
 
 def _better_together(c: CompileContext) -> tuple[BetterTogether, dict]:
-    from treeqa.settings import get_settings
-
     prompts = BootstrapFewShotWithRandomSearch(metric=em_metric, max_bootstrapped_demos=c.spec.max_demos,
                                                max_labeled_demos=0, num_candidate_programs=c.tuning["candidates"],
                                                num_threads=c.spec.threads, max_errors=10_000)

@@ -11,6 +11,7 @@ lowest-ranked other passage, at a seeded random position among the k.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 
@@ -62,8 +63,6 @@ def gold_reads(program: dspy.Module, examples: Sequence[dspy.Example], adapter: 
 
 def chat_answer(chat: dict) -> str:
     """The trained reply's `answer` (a JSON reply), or the reply itself, lower-cased."""
-    import json
-
     reply = chat["messages"][-1]["content"]
     try:
         parsed = json.loads(reply)

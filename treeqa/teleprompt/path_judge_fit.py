@@ -16,6 +16,7 @@ from treeqa.data.passage import Passage
 from treeqa.evaluation.stats import auc
 from treeqa.judging.path_judge import Logit, PathJudge, path_features, stopword_set
 from treeqa.retrievers.encoder import EmbedFn
+from treeqa.teleprompt.annotated_demos import AnnotatedFewShot, as_passage, usable
 from treeqa.teleprompt.base import Compiler, register
 from treeqa.teleprompt.thresholds import fit_threshold, recall_threshold
 
@@ -25,8 +26,6 @@ DISTRACTORS_PER_QUESTION = 3  # distractors spliced into paths per training ques
 # cut at its best balanced accuracy.
 RELEVANCE_RECALL = 0.9
 def _passage(paragraph: dict) -> Passage:
-    from treeqa.teleprompt.annotated_demos import as_passage
-
     return as_passage(paragraph)
 
 
@@ -40,8 +39,6 @@ def judge_cases(examples: Sequence[dspy.Example], seed: int = 0) -> list[tuple[s
     and the longer paths a deeper tree meets, so that length alone says nothing: d then G,
     and G with d inside (relevant, sufficient), two distractors then G's first paragraph
     (relevant, not sufficient), G's first paragraph then two distractors (neither)."""
-    from treeqa.teleprompt.annotated_demos import usable
-
     rng = random.Random(seed)
     cases = []
     for example in examples:
@@ -80,6 +77,7 @@ def _fit_logit(x: np.ndarray, y: np.ndarray, seed: int, min_recall: float | None
     """A balanced logistic regression and its cross-validated AUC; the threshold is the
     cross-validated cut with the best balanced accuracy, or with `min_recall` the highest
     cut that keeps that share of the true cases."""
+    # scikit-learn is heavy (~1 s): loaded when a judge is fitted, not by every command
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
     from sklearn.pipeline import make_pipeline
@@ -151,8 +149,6 @@ class PathJudgeFit(Teleprompter):
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[dspy.Example], teacher=None,
                 valset=None, **kwargs) -> dspy.Module:
-        from treeqa.teleprompt.annotated_demos import AnnotatedFewShot
-
         if not hasattr(student, "path_judge"):
             raise ValueError(f"--optimizer path-judge: {type(student).__name__} has no path judge (tor and beam have)")
         program = AnnotatedFewShot(k=self.k, seed=self.seed).compile(student, trainset=trainset)

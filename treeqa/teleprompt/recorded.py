@@ -27,8 +27,10 @@ from typing import Any
 import dspy
 from dspy.teleprompt import MIPROv2
 from dspy.teleprompt.teleprompt import Teleprompter
+from tqdm import tqdm
 
 from treeqa.teleprompt.base import Compiler, register
+from treeqa.teleprompt.metrics import em_metric
 from treeqa.teleprompt.one_predictor import OnePredictor, PredictorCalls, demo_pool, keep_better, random_search, score
 
 log = logging.getLogger(__name__)
@@ -51,8 +53,6 @@ def record_reads(program: dspy.Module, trainset: Sequence[dspy.Example], path: P
     is a whole search per question, tens of minutes before the compile itself starts. A
     question whose reader was never called (every call failed) is recorded without inputs and
     skipped by the compile."""
-    from tqdm import tqdm
-
     name, reader = reader_of(program)
     done: dict[str, dict] = {}
     if path is not None and path.is_file():
@@ -160,8 +160,6 @@ class RecordedReader(Teleprompter):
 
 def _recorded(teleprompter: str):
     def build(c):
-        from treeqa.teleprompt.metrics import em_metric
-
         return RecordedReader(em_metric, teleprompter=teleprompter,
                               record_path=c.out_dir / "recorded-reads.jsonl" if c.out_dir is not None else None,
                               max_demos=c.spec.max_demos, candidates=c.tuning["candidates"], trials=c.tuning["trials"],

@@ -20,6 +20,7 @@ from typing import Any
 import dspy
 from dspy.teleprompt import Teleprompter
 
+from treeqa.programs import build_program, program_name
 from treeqa.teleprompt.annotated_demos import AnnotatedFewShot, usable
 from treeqa.teleprompt.base import Compiler, register
 from treeqa.teleprompt.metrics import em_metric
@@ -53,8 +54,6 @@ class SettingsSearch(Teleprompter):
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[dspy.Example], teacher=None,
                 valset=None, **kwargs) -> dspy.Module:
-        from treeqa.programs import build_program, program_name
-
         name = program_name(student)
         space = type(student).settings_space()
         if not space:

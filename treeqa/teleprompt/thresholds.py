@@ -26,7 +26,7 @@ def fit_threshold(scores: Sequence[float], labels: Sequence[bool]) -> tuple[floa
     """(threshold, balanced accuracy): the cut `score >= threshold` that best separates the
     labels, weighting both classes equally (relevant paragraphs are the rarer ones); the
     midpoint between neighbouring scores, so it does not sit on a training score."""
-    from sklearn.metrics import roc_curve
+    from sklearn.metrics import roc_curve  # heavy (~1 s): loaded when a judge is fitted, not by every command
 
     labels = [bool(y) for y in labels]
     if len(labels) != len(scores):
