@@ -10,6 +10,7 @@ import dspy
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from treeqa.data import DEFAULT_DATASET, EVAL_SPLITS, SPLITS
+from treeqa.data.sample_ids import ids_sha256
 from treeqa.evaluation.runs import (
     RUNS_DIR,
     EvalSpec,
@@ -150,8 +151,6 @@ class OptimizeSpec(BaseModel):
     @property
     def id_hashes(self) -> dict[str, str]:
         """The sha256 of each side's ids, for the sides given by id (what the run's key holds)."""
-        from treeqa.data.sample_ids import ids_sha256
-
         return {f"{side}_sha256": ids_sha256(ids) for side, ids in (("ids", self.ids), ("train_ids", self.train_ids))
                 if ids is not None}
 

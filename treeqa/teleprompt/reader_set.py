@@ -30,6 +30,9 @@ from treeqa.data.answers import normalize_answer
 from treeqa.data.corpus import Passage
 from treeqa.data.loaders import DataError, data_dir, load_examples
 from treeqa.data.passage import clean_whitespace
+from treeqa.lm import TrainableJSONAdapter
+from treeqa.programs.baselines import RetrieveThenAnswer
+from treeqa.retrievers import get_retriever
 from treeqa.signatures.formatting import format_passages
 from treeqa.teleprompt.recorded import reader_of
 
@@ -299,10 +302,6 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
                      partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
                      retriever_kind: str = "dense") -> dict:
     """Build the set from the data (the one command behind `treeqa train reads`)."""
-    from treeqa.lm import TrainableJSONAdapter
-    from treeqa.programs.baselines import RetrieveThenAnswer
-    from treeqa.retrievers import get_retriever
-
     ids, texts = claim_keys()
     groups = []
     for take in takes:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import dspy
+from tqdm import tqdm
 
 from treeqa.data.answers import normalize_answer
 from treeqa.evaluation.metrics import exact_match
@@ -71,8 +72,6 @@ def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None =
                  progress: bool = True) -> Counter:
     """Decide every read's reason, appending one line a read to `out` (reads already there are
     skipped: a rerun resumes); returns the count of each outcome over all reads in `out`."""
-    from tqdm import tqdm
-
     finder = finder or ReasonFinder()
     done = read_reasons(out)
     todo = [r for r in reads if r["id"] not in done]
