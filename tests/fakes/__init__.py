@@ -13,7 +13,8 @@
                    the scripted LM answers the fixture questions (`FIXTURE_ANSWERS`), and the
                    annotated training records (`RECORDS`, `MUSIQUE`)
     cli.py         `run_cli`: the `treeqa` command run in this process
-    models.py      a tiny Qwen2 and its tokenizer, for the LoRA tests
+    models.py      a tiny Qwen2 and its tokenizer, for the LoRA tests, and GGUF files of its shape
+                   (`tiny_base_gguf`, `tiny_lora_gguf`) for the adapter checks
     integration.py `run_measured`: a real question asked, measured and summarised
 
 Every name a test imports is re-exported here: `from tests.fakes import X`.
@@ -36,7 +37,17 @@ from tests.fakes.lm import (
     scripted_lm,
     use_lm,
 )
-from tests.fakes.models import CHATML, WORDS, tiny_model, tiny_tokenizer
+from tests.fakes.models import (
+    CHATML,
+    TINY_PROJECTIONS,
+    WORDS,
+    tiny_base_gguf,
+    tiny_lora_gguf,
+    tiny_lora_tensors,
+    tiny_model,
+    tiny_tokenizer,
+    write_gguf,
+)
 from tests.fakes.retrievers import FakeRetriever, hashing_embed, hashing_embed_counting, passage
 from tests.fakes.scripts import BeamScript, Q, answering, review, run, tree_retriever
 from tests.fakes.servers import FakeEndpoint, Overlap, llama_server, local_client, simulated_endpoint
@@ -47,5 +58,6 @@ __all__ = [
     "chat_reply", "first_output_field", "generic_lm", "generic_responder", "hashing_embed",
     "hashing_embed_counting", "llama_server", "local_client", "passage", "requires_shared_data", "review",
     "review_kind", "run", "run_cli", "run_measured", "run_scripted", "scripted_lm", "simulated_endpoint",
-    "tiny_model", "tiny_tokenizer", "tree_retriever", "use_lm",
+    "tiny_model", "tiny_tokenizer", "tree_retriever", "use_lm", "TINY_PROJECTIONS", "tiny_base_gguf",
+    "tiny_lora_gguf", "tiny_lora_tensors", "write_gguf",
 ]

@@ -37,3 +37,54 @@ def tiny_model(layers: int = 4, seed: int = 0):
     with torch.no_grad():  # at the default 0.02 a 32-wide head cannot move a logit by more than ~1
         model.lm_head.weight.normal_(0, 1.0)
     return model
+
+
+# the tiny model's projections as llama.cpp names them: (in, out), ggml's order (4 heads of 8, 2 kv heads)
+TINY_PROJECTIONS = {"attn_q": (32, 32), "attn_k": (32, 16), "attn_v": (32, 16), "attn_output": (32, 32),
+                    "ffn_gate": (32, 64), "ffn_up": (32, 64), "ffn_down": (64, 32)}
+
+
+def write_gguf(path, tensors: dict, fields: dict, architecture: str = "qwen2"):
+    """A GGUF file of numpy `tensors` (each numpy (rows, cols) is ggml's (cols, rows)) and string
+    or float `fields`, written with gguf's own writer."""
+    import gguf
+
+    fields = dict(fields)
+    writer = gguf.GGUFWriter(str(path), fields.pop("general.architecture", architecture))
+    for key, value in fields.items():
+        (writer.add_string if isinstance(value, str) else writer.add_float32)(key, value)
+    for name, array in tensors.items():
+        writer.add_tensor(name, array)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def tiny_base_gguf(path, layers: int = 4):
+    """The tiny model as a base GGUF: its adaptable weights (zeros) with the tiny model's widths."""
+    import numpy as np
+
+    tensors = {f"blk.{layer}.{name}.weight": np.zeros((n_out, n_in), dtype=np.float32)
+               for layer in range(layers) for name, (n_in, n_out) in TINY_PROJECTIONS.items()}
+    tensors["token_embd.weight"] = np.zeros((32, 32), dtype=np.float32)
+    return write_gguf(path, tensors, {"general.type": "model"})
+
+
+def tiny_lora_tensors(layers=(3,), rank: int = 4, dtype: str = "float32") -> dict:
+    """lora_a (rank x in) and lora_b (out x rank) for every projection of `layers` of the tiny model."""
+    import numpy as np
+
+    out = {}
+    for layer in layers:
+        for name, (n_in, n_out) in TINY_PROJECTIONS.items():
+            out[f"blk.{layer}.{name}.weight.lora_a"] = np.full((rank, n_in), 0.01, dtype=dtype)
+            out[f"blk.{layer}.{name}.weight.lora_b"] = np.full((n_out, rank), 0.01, dtype=dtype)
+    return out
+
+
+def tiny_lora_gguf(path, tensors: dict | None = None, alpha: float = 8.0, **fields):
+    """An adapter GGUF in llama.cpp's LoRA layout (for the tiny base unless `tensors` say otherwise)."""
+    meta = {"general.type": "adapter", "adapter.type": "lora", "adapter.lora.alpha": alpha, **fields}
+    return write_gguf(path, tiny_lora_tensors() if tensors is None else tensors, meta)

@@ -23,6 +23,7 @@ from treeqa.lm import _greedy_grammar as greedy_grammar
 from treeqa.lm import _lean_state as lean_state
 from treeqa.lm import _weights as local_model
 from treeqa.lm._cpu_share import CpuShare, generation_threads
+from treeqa.lm.adapter_check import check_adapter
 from treeqa.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,8 @@ class LlamaEngine:
         kv_cache_mb: RAM for saved prefix states; 0 turns the state cache off.
         adapter: a LoRA adapter (llama.cpp's GGUF format, `treeqa.lm.adapter`) added to the
             weights for every call of this engine; its file is read into RAM (no mmap then).
+            It is compared with the model first (`treeqa.lm.adapter_check`): one that does not
+            fit is an AdapterError, never llama.cpp's crash.
         llama: an object with llama_cpp.Llama's `create_chat_completion` (tests pass a fake).
     """
 
@@ -153,6 +156,8 @@ class LlamaEngine:
     def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int, adapter: Path | None = None):
         import llama_cpp
 
+        if adapter is not None:  # the one door to llama.cpp's reader, which trusts an adapter's tensors
+            check_adapter(adapter, path)
         amx = ggml_has_amx()
         if amx:
             log.warning("this llama.cpp build has ggml's AMX kernels, which segfault the first decode on AMX "

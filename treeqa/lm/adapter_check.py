@@ -1,0 +1,163 @@
+"""An adapter is compared with the base model before llama.cpp reads it.
+
+llama.cpp trusts an adapter's tensors: a file cut short, or one shaped for another model, loads
+and then the first decode reads past its buffers (SIGSEGV, exit 139). A compiled file's record
+(size, sha256) only proves that the adapter is the file that came with it. So every adapter is
+read here with gguf's pure-Python reader and compared with what the base GGUF's own header
+implies (its architecture, its layers, each projection's in and out widths): anything else is
+one AdapterError line, before the engine sees the file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from treeqa.lm.adapter import GGUF_NAMES, AdapterError
+
+_LORA_NAME = re.compile(r"blk\.(\d{1,4})\.(" + "|".join(GGUF_NAMES.values()) + r")\.weight\.lora_([ab])")
+MAX_KV = 64  # our adapters carry 5 keys; bounds the pure-Python read of a hostile header
+_HEADER = struct.Struct("<4sIQQ")  # magic, version, tensor count, key-value count
+
+
+@dataclass(frozen=True)
+class BaseTargets:
+    """What an adapter of a base model may hold: its architecture and, for each weight a LoRA can
+    adapt (`blk.N.attn_q.weight`, ...), its (in, out) widths in ggml's order."""
+
+    architecture: str
+    shapes: dict[str, tuple[int, int]]
+
+
+_bases: dict[tuple, BaseTargets] = {}
+_bases_lock = threading.Lock()
+
+
+def base_targets(base: Path) -> BaseTargets:
+    """The base model's LoRA targets, read once per file (keyed by path, size and time)."""
+    stat = Path(base).stat()
+    key = (str(Path(base).resolve()), stat.st_size, stat.st_mtime_ns)
+    with _bases_lock:
+        if key not in _bases:
+            _bases[key] = _read_base(Path(base))
+        return _bases[key]
+
+
+def _read_base(base: Path) -> BaseTargets:
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(base))
+    except Exception as exc:  # noqa: BLE001 - the same answer for any parse failure
+        raise AdapterError(f"base model {base} is not a GGUF file ({type(exc).__name__}: {exc})") from None
+    arch = _text_field(reader, "general.architecture")
+    shapes = {}
+    for tensor in reader.tensors:
+        if len(tensor.shape) == 2 and tensor.name.endswith(".weight") and _LORA_NAME.fullmatch(f"{tensor.name}.lora_a"):
+            shapes[tensor.name] = (int(tensor.shape[0]), int(tensor.shape[1]))
+    if not arch or not shapes:
+        raise AdapterError(f"base model {base}: no architecture or no weights a LoRA adapter can adapt")
+    return BaseTargets(arch, shapes)
+
+
+def check_adapter(path: str | Path, base: str | Path | None = None) -> None:
+    """Refuse, in one AdapterError line, an adapter llama.cpp could not safely add to `base` (by
+    default the embedded model): not a whole GGUF LoRA file, another architecture, a tensor the
+    base lacks, a type other than F32/F16, a lora_a without its lora_b, or widths and ranks that
+    do not fit the base weight they adapt."""
+    from treeqa.lm._weights import model_path
+
+    path = Path(path)
+    targets = base_targets(Path(base) if base is not None else model_path())
+    size = _checked_header(path, len(targets.shapes))
+    reader = _read(path)
+    _check_metadata(reader, targets, path)
+    pairs = _check_tensors(reader, targets, path, size)
+    if not pairs:
+        raise AdapterError(f"adapter {path} holds no LoRA weights")
+
+
+def _checked_header(path: Path, targets: int) -> int:
+    """The file's size, once its fixed header is a GGUF's with counts a LoRA of this base can have
+    (read before gguf's reader, which parses every key and tensor entry in Python)."""
+    if path.is_symlink() or not path.is_file():
+        raise AdapterError(f"adapter {path} is not a regular file")
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(_HEADER.size)
+    if len(head) < _HEADER.size or head[:4] != b"GGUF":
+        raise AdapterError(f"adapter {path} is not a GGUF file")
+    _, _, tensors, kvs = _HEADER.unpack(head)
+    if tensors > 2 * targets or kvs > MAX_KV:
+        raise AdapterError(f"adapter {path} lists {tensors:,} tensors and {kvs:,} keys; a LoRA adapter of this "
+                           f"model has at most {2 * targets:,} and {MAX_KV}")
+    return size
+
+
+def _read(path: Path):
+    import gguf
+
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as exc:  # noqa: BLE001 - any parse failure means the same: not a whole GGUF file
+        raise AdapterError(f"adapter {path} is not a whole GGUF file ({type(exc).__name__}: {exc})") from None
+
+
+def _text_field(reader, key: str) -> str | None:
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    value = field.contents()
+    return value if isinstance(value, str) else None
+
+
+def _check_metadata(reader, targets: BaseTargets, path: Path) -> None:
+    if _text_field(reader, "general.type") != "adapter" or _text_field(reader, "adapter.type") != "lora":
+        raise AdapterError(f"adapter {path} is not a LoRA adapter (general.type and adapter.type must say "
+                           "'adapter' and 'lora')")
+    arch = _text_field(reader, "general.architecture")
+    if arch != targets.architecture:
+        raise AdapterError(f"adapter {path} is for architecture {arch!r}; the base model is {targets.architecture!r}")
+    alpha = reader.fields.get("adapter.lora.alpha")
+    value = alpha.contents() if alpha is not None else None
+    if not isinstance(value, float) or not math.isfinite(value) or value <= 0:
+        raise AdapterError(f"adapter {path}: adapter.lora.alpha must be a positive finite number, not {value!r}")
+
+
+def _check_tensors(reader, targets: BaseTargets, path: Path, size: int) -> dict[str, dict[str, tuple]]:
+    """Weight name -> {"a": shape, "b": shape}, once every tensor fits the base and the file."""
+    import gguf
+
+    pairs: dict[str, dict[str, tuple]] = {}
+    for tensor in reader.tensors:
+        match = _LORA_NAME.fullmatch(tensor.name)
+        weight = tensor.name.rsplit(".", 1)[0]
+        if match is None or weight not in targets.shapes:
+            raise AdapterError(f"adapter {path}: tensor {tensor.name[:80]!r} adapts no weight of the base model")
+        if tensor.tensor_type not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+            raise AdapterError(f"adapter {path}: tensor {tensor.name} is {tensor.tensor_type.name}; "
+                               "an adapter holds F32 or F16")
+        if tensor.data_offset % reader.alignment or tensor.data_offset + tensor.n_bytes > size:
+            raise AdapterError(f"adapter {path} is cut short or misaligned: tensor {tensor.name} lies outside "
+                               f"its {size:,} bytes")
+        pairs.setdefault(weight, {})[match.group(3)] = tuple(int(d) for d in tensor.shape)
+    for weight, pair in pairs.items():
+        _check_pair(weight, pair, targets.shapes[weight], path)
+    return pairs
+
+
+def _check_pair(weight: str, pair: dict[str, tuple], base: tuple[int, int], path: Path) -> None:
+    """lora_a is (in, rank) and lora_b (rank, out) in ggml's order, for the base's (in, out)."""
+    if set(pair) != {"a", "b"}:
+        raise AdapterError(f"adapter {path}: {weight} has lora_{''.join(pair)} without its pair")
+    a, b = pair["a"], pair["b"]
+    n_in, n_out = base
+    if len(a) != 2 or len(b) != 2 or a[0] != n_in or b[1] != n_out:
+        raise AdapterError(f"adapter {path}: {weight} is {n_in} in and {n_out} out in the base model; "
+                           f"its lora_a is {a} and lora_b {b}")
+    if a[1] != b[0] or not 1 <= a[1] <= min(n_in, n_out):
+        raise AdapterError(f"adapter {path}: {weight}'s ranks differ or do not fit (lora_a {a}, lora_b {b})")
