@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("peft")
 
-from tests.fakes import ScriptedEngine, passage, tiny_model, tiny_tokenizer  # noqa: E402
+from tests.fakes import ScriptedEngine, passage, tiny_base_gguf, tiny_model, tiny_tokenizer  # noqa: E402
 from treeqa.lm import TrainableJSONAdapter  # noqa: E402
 from treeqa.lm.provider import EmbeddedLM, EmbeddedProvider  # noqa: E402
 from treeqa.programs.baselines import RetrieveThenAnswer  # noqa: E402
@@ -64,8 +64,8 @@ def answering_engine(right: set[str]):
 @pytest.fixture
 def engines(monkeypatch, settings_env, tmp_path):
     """`local_engine` returns scripted engines, one per adapter, and records what it was asked;
-    the base model is a small stand-in file (adapters record its hash)."""
-    (tmp_path / "base.gguf").write_bytes(b"stand-in base weights")
+    the base model is the tiny model's GGUF (adapters record its hash and are checked against it)."""
+    tiny_base_gguf(tmp_path / "base.gguf")  # adapters are checked against its widths
     settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
     made = {}
 

@@ -54,14 +54,16 @@ def ask(
 
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs.common import check_question
+    from treeqa.programs.compiled import run_adapters_with
 
     try:
         question = check_question(question, "ask")
         if compiled:
-            qa = load_searching(compiled, retriever, corpus)[0]
+            qa = load_searching(compiled, retriever, corpus, lm=lm)[0]
         else:
             qa = zero_shot(program, dataset, retriever, corpus)
         model = get_lm(lm, api_base=api_base, cache=cache)
+        run_adapters_with(qa, model, cache)
         with dspy.context(lm=model, adapter=adapter_for(model)):
             prediction = qa(question=question)
     except (ValueError, FileNotFoundError) as exc:
@@ -84,9 +86,9 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
     from treeqa.serving import Served, program_info
 
     if compiled:
-        from treeqa.programs.compiled import recipe_settings
+        from treeqa.programs.compiled import recipe_settings, run_adapters_with
 
-        qa, recipe, _, corpus = load_searching(compiled, retriever, corpus)
+        qa, recipe, _, corpus = load_searching(compiled, retriever, corpus, lm=lm)
         name = recipe["program"]
         dataset = (corpus or recipe.get("dataset")) if uses_retriever(name, *recipe_settings(recipe)) else None
     else:
@@ -94,6 +96,7 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
         qa = zero_shot(program, dataset, retriever, corpus)
         dataset = (corpus or dataset) if uses_retriever(program) else None
     model = get_lm(lm, api_base=api_base, cache=cache)
+    run_adapters_with(qa, model, cache)
     if hasattr(model, "wait_ready"):
         model.wait_ready()  # an endpoint's first-use warm-up at start-up, not in the first request
     return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, recipe))

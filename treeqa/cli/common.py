@@ -106,14 +106,18 @@ CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (
 
 
 def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None,
-                   overrides: dict | None = None):
+                   overrides: dict | None = None, lm: str | None = None):
     """(program, recipe, retriever, corpus) of a compiled file: it searches what it was compiled
     against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25); `overrides`
-    replace stored settings."""
+    replace stored settings. A recorded adapter is checked first, and refused with `lm` (the
+    run's LM name) other than the embedded model, before the model or an index is loaded."""
+    from treeqa.lm import LOCAL_NAMES
     from treeqa.programs import uses_retriever
-    from treeqa.programs.compiled import load_program, read_recipe, recipe_settings
+    from treeqa.programs.compiled import load_program, read_recipe, recipe_settings, recorded_adapter_of
 
     recipe, _ = read_recipe(compiled)
+    if recorded_adapter_of(recipe, compiled) is not None and lm is not None and lm not in LOCAL_NAMES:
+        raise ValueError(f"{compiled} answers through a LoRA adapter of the embedded model; run it with --lm local")
     retriever = retriever or recipe.get("retriever", DEFAULT_KIND)
     corpus = corpus or recipe.get("corpus")
     index = None

@@ -147,7 +147,7 @@ def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, prese
     if compiled:
         # the spec (and so the summary and recall@15) must say what the program searched
         loaded, recipe, retriever, corpus = load_searching(compiled, retriever, corpus, expect=program,
-                                                           overrides=params)
+                                                           overrides=params, lm=sample["lm"])
         program = recipe["program"]
         dataset = dataset or recipe.get("dataset")  # questions of the set it was compiled for, unless told
         stored, preset = recipe_settings(recipe)

@@ -306,8 +306,8 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
     from treeqa.evaluation.decisions import decisions
     from treeqa.evaluation.loop import evaluate
     from treeqa.evaluation.records import RECORDS_NAME
-    from treeqa.lm import adapter_for, get_lm, is_embedded
-    from treeqa.programs.compiled import adapter_lms, set_adapter_cache
+    from treeqa.lm import adapter_for, get_lm
+    from treeqa.programs.compiled import run_adapters_with
     from treeqa.retrievers import get_retriever
 
     if spec.corpus:  # gold ids name the dataset's pooled paragraphs: another corpus cannot be scored on them
@@ -320,11 +320,8 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
         program = spec.resolved.build(retriever, **({"threads": inner} if inner > 1 else {}))
     elif inner > 1 and hasattr(program, "threads"):
         program.threads = inner
-    if program is not None and adapter_lms(program):
-        if not is_embedded(lm):
-            raise ValueError("this compiled program answers through a LoRA adapter of the embedded model; "
-                             "run it with --lm local")
-        set_adapter_cache(program, spec.cache)
+    if program is not None:
+        run_adapters_with(program, lm, spec.cache)
     adapter = adapter_for(lm)
     with dspy.context(lm=lm, adapter=adapter):
         result = evaluate(program, examples, lm=lm, out_path=out_dir / RECORDS_NAME, threads=outer,

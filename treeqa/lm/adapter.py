@@ -6,7 +6,8 @@ architecture, `adapter.type = "lora"` and `adapter.lora.alpha` (a float32), and 
 adapted weight `blk.N.<name>.weight.lora_a` (rank x in) and `.lora_b` (out x rank); it scales
 the update by alpha / rank, as peft does. A compiled program names its adapter by a path
 relative to the compiled file, with the hash: a missing or changed file is a one-line error,
-never a silently different model.
+never a silently different model. What the file holds is then compared with the base model
+(`treeqa.lm.adapter_check`), since a record travels with the file it describes.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class AdapterRef:
         if not isinstance(data, dict):
             raise AdapterError(f"{where}: 'adapter' must be an object")
         try:
-            ref = cls(file=str(data["file"]), sha256=str(data["sha256"]), bytes=int(data["bytes"]),
+            ref = cls(file=str(data["file"]), sha256=str(data["sha256"]), bytes=_whole_number(data["bytes"]),
                       base_sha256=str(data["base_sha256"]), predictors=tuple(str(p) for p in data["predictors"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise AdapterError(f"{where}: 'adapter' needs file, sha256, bytes, base_sha256 and predictors "
@@ -150,10 +151,14 @@ class AdapterRef:
         """The adapter's path once its size and hash match the record and it was trained on
         this base model; otherwise a one-line AdapterError naming what differs."""
         path = Path(folder) / self.file
+        _refuse_links(Path(folder), Path(self.file))
         if not path.is_file():
             raise AdapterError(f"adapter {path} is missing (the compiled program was trained with it)")
         size = path.stat().st_size
-        if size != self.bytes or size > MAX_ADAPTER_BYTES:
+        if size > MAX_ADAPTER_BYTES:
+            raise AdapterError(f"adapter {path} is {size:,} bytes; an adapter is at most {MAX_ADAPTER_BYTES:,} "
+                               "(a rank-64 adapter on every layer is ~150 MB)")
+        if size != self.bytes:
             raise AdapterError(f"adapter {path} is {size:,} bytes, the compiled program recorded {self.bytes:,}")
         if sha256_of(path) != self.sha256:
             raise AdapterError(f"adapter {path} changed since it was trained (sha256 differs from the record)")
@@ -163,15 +168,36 @@ class AdapterRef:
         return path
 
 
+def _whole_number(value: Any) -> int:
+    """A recorded size: an integer of JSON, not a float (1e400 reads as infinity) or a boolean."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"bytes must be a whole number of bytes, not {value!r}")
+    return value
+
+
+def _refuse_links(folder: Path, relative: Path) -> None:
+    """An adapter is a file in the compiled file's folder, not a link to one elsewhere: a link is
+    refused before anything is read through it (its target's size included)."""
+    at = folder
+    for part in relative.parts:
+        at = at / part
+        if at.is_symlink():
+            raise AdapterError(f"adapter {folder / relative} is reached through a symbolic link ({at.name}); "
+                               "copy the adapter beside the compiled file")
+
+
 def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str) -> tuple[Path, tuple[str, ...]] | None:
     """(verified adapter file, predictors) a compiled file's recipe records, or None; a missing
     or changed adapter, or one trained on other weights, is an AdapterError of one line."""
     if "adapter" not in recipe:
         return None
     from treeqa.lm import base_model_sha256
+    from treeqa.lm.adapter_check import check_adapter  # (inside: it imports this module)
 
     ref = AdapterRef.from_dict(recipe["adapter"], where)
-    return ref.verified_path(Path(folder), base_model_sha256()), ref.predictors
+    path = ref.verified_path(Path(folder), base_model_sha256())
+    check_adapter(path)  # the record proves only that this is the file that came with it
+    return path, ref.predictors
 
 
 def attach(program, adapter: Path, predictors, cache: bool = True, where: str = "") -> None:

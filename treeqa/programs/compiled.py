@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if size > MAX_FILE_BYTES:
         raise CompiledProgramError(f"{path}: {size:,} bytes; a compiled program is at most {MAX_FILE_BYTES:,}")
     try:
-        state = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        state = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
     except UnicodeDecodeError as exc:
         raise CompiledProgramError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
@@ -128,6 +129,14 @@ def _no_constant(name: str):
     """Python's json reads NaN and Infinity; a compiled file holds finite numbers only (a NaN
     judge weight would reject every paragraph, and NaN is not JSON for the clients)."""
     raise ValueError(f"{name} is not a finite number; a compiled file holds finite numbers only")
+
+
+def _finite(text: str) -> float:
+    """A JSON number too large for a float (`1e400`) reads as infinity, past `_no_constant`."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is not a finite number; a compiled file holds finite numbers only")
+    return value
 
 
 def recipe_settings(recipe: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -234,11 +243,11 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None,
         raise CompiledProgramError(f"{path} holds a compiled {name!r} program, not {expect!r}")
     params, preset = recipe_settings(recipe)
     params.update(overrides or {})
+    adapter = recorded_adapter_of(recipe, path)  # refused before an index is built for it
     if retriever is None and uses_retriever(name, params, preset):
         from treeqa.retrievers import get_retriever
 
         retriever = get_retriever(recipe["dataset"], recipe.get("retriever", "dense"), corpus=recipe.get("corpus"))
-    adapter = _adapter_path(recipe, path)
     program = build_program(name, retriever, preset=preset, **params)
     try:
         program.load_state(trusted_state(program, state, path))
@@ -250,9 +259,10 @@ def load_program(path: str | Path, retriever=None, expect: str | None = None,
     return program
 
 
-def _adapter_path(recipe: dict[str, Any], path: Path) -> tuple[Path, tuple[str, ...]] | None:
-    """(verified adapter file, predictors) of a compiled file that records one (see
-    `treeqa.lm.adapter.recorded_adapter`), its errors as CompiledProgramError."""
+def recorded_adapter_of(recipe: dict[str, Any], path: str | Path) -> tuple[Path, tuple[str, ...]] | None:
+    """(verified adapter file, predictors) of a compiled file that records one: its size and hash
+    match the record, and its tensors fit the base model (`treeqa.lm.adapter.recorded_adapter`);
+    its errors as CompiledProgramError."""
     from treeqa.lm.adapter import AdapterError, recorded_adapter
 
     try:
@@ -269,6 +279,20 @@ def attach_adapter(program: dspy.Module, adapter: Path, predictors, path: Path |
         attach(program, adapter, predictors, cache=cache, where=str(path))
     except AdapterError as exc:
         raise CompiledProgramError(str(exc)) from None
+
+
+def run_adapters_with(program: dspy.Module, lm, cache: bool) -> None:
+    """Fit a program's adapter predictors to the run's LM and cache, as every command must: they
+    answer on the embedded model, so an endpoint as the run's LM is refused (it would answer
+    only the other predictors), and `--no-cache` reaches them too."""
+    from treeqa.lm import is_embedded
+
+    if not adapter_lms(program):
+        return
+    if not is_embedded(lm):
+        raise ValueError("this compiled program answers through a LoRA adapter of the embedded model; "
+                         "run it with --lm local")
+    set_adapter_cache(program, cache)
 
 
 def set_adapter_cache(program: dspy.Module, cache: bool) -> None:

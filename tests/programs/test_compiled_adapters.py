@@ -1,0 +1,138 @@
+"""A compiled file's adapter is untrusted input (benchmarks/faults.md, fourth round #1 and #9):
+one that matches its record but is torn is refused before the engine or an index sees it; a
+record's non-finite size, a symlinked adapter and one over the size limit are one clear line;
+and `ask`/`serve` hold an adapter's predictors to `--lm` and `--no-cache` as `evaluate` does."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeLlama, FakeRetriever, run_cli, tiny_base_gguf, tiny_lora_gguf
+from treeqa.lm import base_model_sha256
+from treeqa.lm._engine import LlamaEngine
+from treeqa.lm.adapter import AdapterError, AdapterRef
+from treeqa.programs import build_program
+from treeqa.programs.compiled import CompiledProgramError, adapter_lms, load_program, save_compiled
+
+
+@pytest.fixture
+def base(settings_env, tmp_path):
+    """The tiny model's base GGUF as the embedded model (adapters record its hash)."""
+    path = tiny_base_gguf(tmp_path / "base.gguf")
+    settings_env(model_path=path, cache_dir=tmp_path / "cache")
+    return path
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    """Embedded engines without llama.cpp, one per adapter: a LlamaEngine over a FakeLlama that
+    answers in JSON, recording its calls."""
+    made = {}
+
+    def fake_local_engine(**overrides):
+        adapter = overrides.get("adapter")
+        if adapter not in made:
+            made[adapter] = LlamaEngine(llama=FakeLlama('{"answer": "Paris"}'), kv_cache_mb=0, adapter=adapter)
+        return made[adapter]
+
+    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
+    monkeypatch.setattr(LlamaEngine, "_grammar_for", lambda self, response_format: None)
+    return made
+
+
+def compiled_with_adapter(folder: Path, program: str = "direct", tear: int = 0) -> Path:
+    """A compiled program whose "answer" predictor is recorded to answer through an adapter for
+    the tiny base; `tear` bytes are cut off the adapter before it is recorded (so the record
+    matches the torn file, as a file that arrived with it would)."""
+    built = build_program(program, FakeRetriever()) if program == "rta" else build_program(program)
+    path = save_compiled(built, folder / "compiled.json", name=program, dataset="hotpotqa", retriever="dense")
+    adapter = tiny_lora_gguf(folder / "adapter.gguf")
+    if tear:
+        adapter.write_bytes(adapter.read_bytes()[:-tear])
+    state = json.loads(path.read_text())
+    state["treeqa"]["adapter"] = AdapterRef.of(adapter, folder, base_model_sha256(), ["answer"]).to_dict()
+    path.write_text(json.dumps(state))
+    return path
+
+
+def test_1_a_torn_adapter_that_matches_its_record_is_refused_before_the_engine(base, engines, tmp_path):
+    good = compiled_with_adapter(tmp_path / "good")
+    assert set(adapter_lms(load_program(good))) == {"answer"}
+    torn = compiled_with_adapter(tmp_path / "torn", tear=100)
+    with pytest.raises(CompiledProgramError, match="cut short|not a whole GGUF"):
+        load_program(torn)
+    assert list(engines) == [str(tmp_path / "good" / "adapter.gguf")]  # no engine was made for the torn one
+
+
+def test_9_a_bad_or_missing_adapter_is_refused_before_an_index_is_built(base, engines, tmp_path, monkeypatch):
+    built = []
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: built.append(a) or FakeRetriever())
+    torn = compiled_with_adapter(tmp_path / "torn", program="rta", tear=100)
+    with pytest.raises(CompiledProgramError, match="cut short|not a whole GGUF"):
+        load_program(torn)
+    missing = compiled_with_adapter(tmp_path / "missing", program="rta")
+    (tmp_path / "missing" / "adapter.gguf").unlink()
+    with pytest.raises(CompiledProgramError, match="missing"):
+        load_program(missing)
+    result = run_cli("ask", "Who?", "--compiled", str(missing), "--retriever", "bm25")  # an index of its own
+    assert result.exit_code == 1 and "missing" in result.output
+    assert built == []
+
+
+def test_9_a_recorded_size_that_is_not_finite_is_refused_cleanly(base, tmp_path):
+    path = compiled_with_adapter(tmp_path)
+    state = json.loads(path.read_text())
+    path.write_text(path.read_text().replace(f'"bytes": {state["treeqa"]["adapter"]["bytes"]}', '"bytes": 1e400'))
+    with pytest.raises(CompiledProgramError, match="1e400 is not a finite number"):
+        load_program(path)
+    with pytest.raises(AdapterError, match="bytes must be a whole number"):
+        AdapterRef.from_dict({**state["treeqa"]["adapter"], "bytes": float("inf")}, "x")
+    result = run_cli("ask", "Who?", "--compiled", str(path))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+
+
+def test_9_a_symlinked_adapter_is_refused_without_reading_its_target(base, tmp_path):
+    path = compiled_with_adapter(tmp_path / "run")
+    outside = tmp_path / "elsewhere.gguf"
+    (tmp_path / "run" / "adapter.gguf").rename(outside)
+    outside.write_bytes(outside.read_bytes() + b"\0" * 12345)  # a size the message must not reveal
+    (tmp_path / "run" / "adapter.gguf").symlink_to(outside)
+    with pytest.raises(CompiledProgramError, match="symbolic link") as refused:
+        load_program(path)
+    assert f"{outside.stat().st_size:,}" not in str(refused.value)
+
+
+def test_9_an_adapter_over_the_size_limit_says_so(base, tmp_path, monkeypatch):
+    path = compiled_with_adapter(tmp_path)
+    monkeypatch.setattr("treeqa.lm.adapter.MAX_ADAPTER_BYTES", 1000)
+    with pytest.raises(CompiledProgramError, match="an adapter is at most 1,000") as refused:
+        load_program(path)
+    assert "recorded" not in str(refused.value)
+
+
+def test_9_ask_with_an_adapter_refuses_an_endpoint_before_loading_the_model(base, engines, tmp_path):
+    path = compiled_with_adapter(tmp_path)
+    result = run_cli("ask", "Who?", "--compiled", str(path), "--lm", "openai/gpt-4o-mini")
+    assert result.exit_code == 1
+    assert "run it with --lm local" in result.output and len(result.output.strip().splitlines()) == 1
+    assert engines == {}  # refused before the embedded model (and its adapter) were loaded
+
+
+def test_9_ask_no_cache_reaches_the_adapters_predictor(base, engines, tmp_path):
+    path = compiled_with_adapter(tmp_path)
+    for _ in range(2):
+        result = run_cli("ask", "Who is asked twice?", "--compiled", str(path), "--no-cache")
+        assert result.exit_code == 0, result.output
+    adapter = str(tmp_path / "adapter.gguf")
+    assert len(engines[adapter].llama.calls) == 2  # both asks reached the adapter's engine
+
+
+def test_9_serve_holds_an_adapters_predictor_to_lm_and_no_cache(base, engines, tmp_path):
+    from treeqa.cli import load_served
+
+    path = compiled_with_adapter(tmp_path)
+    with pytest.raises(ValueError, match="run it with --lm local"):
+        load_served(str(path), "direct", "hotpotqa", None, "openai/gpt-4o-mini", None)
+    served = load_served(str(path), "direct", "hotpotqa", None, "local", None, cache=False)
+    assert served.program.answer.lm.cache is False and served.program.answer.lm.adapter is not None
