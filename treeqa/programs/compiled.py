@@ -97,6 +97,21 @@ def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset:
 
 def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (recipe, state) of a compiled file, with clear errors for anything else."""
+    state = read_state(path)
+    recipe = state.get("treeqa") if isinstance(state, dict) else None
+    if not isinstance(recipe, dict) or "program" not in recipe:
+        raise CompiledProgramError(f"{path}: not a treeqa compiled program (no 'treeqa' section); "
+                                   "build the program and call its load(path), which reads DSPy's own state "
+                                   "as untrusted too")
+    if not isinstance(recipe.get("format", 1), int) or recipe.get("format", 1) > FORMAT:
+        raise CompiledProgramError(f"{path}: format {recipe.get('format')!r} is newer than this treeqa reads "
+                                   f"({FORMAT}); upgrade treeqa")
+    return recipe, state
+
+
+def read_state(path: str | Path) -> Any:
+    """The parsed JSON of a saved program (a treeqa compiled file or DSPy's own state), bounded
+    in size and holding finite numbers only."""
     path = Path(path)
     if path.suffix != ".json":
         raise CompiledProgramError(f"{path}: only .json compiled programs are loaded (pickles are never read)")
@@ -115,14 +130,7 @@ def read_recipe(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise CompiledProgramError(f"{path}: nested too deeply to be a compiled program") from None
     except ValueError as exc:  # NaN or Infinity
         raise CompiledProgramError(f"{path}: {exc}") from None
-    recipe = state.get("treeqa") if isinstance(state, dict) else None
-    if not isinstance(recipe, dict) or "program" not in recipe:
-        raise CompiledProgramError(f"{path}: not a treeqa compiled program (no 'treeqa' section); "
-                                   "load plain DSPy state with program.load(path) on a program you build")
-    if not isinstance(recipe.get("format", 1), int) or recipe.get("format", 1) > FORMAT:
-        raise CompiledProgramError(f"{path}: format {recipe.get('format')!r} is newer than this treeqa reads "
-                                   f"({FORMAT}); upgrade treeqa")
-    return recipe, state
+    return state
 
 
 def _no_constant(name: str):

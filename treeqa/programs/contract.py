@@ -10,7 +10,6 @@ the command line's `--param`, a compiled file and `--plan` check and resolve the
 from __future__ import annotations
 
 import inspect
-import json
 import typing
 from pathlib import Path
 from typing import Any, ClassVar
@@ -185,15 +184,30 @@ class QAProgram(dspy.Module):
         return out
 
     def load(self, path, *args, **kwargs):
-        """DSPy's `load`; a treeqa compiled file's LoRA adapter is checked (size, sha256, base
-        weights) and the predictors it was trained for answer through it, as `load_program` does."""
-        out = super().load(path, *args, **kwargs)
-        if str(path).endswith(".json"):
-            recipe = json.loads(Path(path).read_text(encoding="utf-8")).get("treeqa")
-            found = recorded_adapter(recipe, Path(path).parent, str(path)) if isinstance(recipe, dict) else None
-            if found is not None:
-                attach(self, *found, where=str(path))
-        return out
+        """DSPy's `load`, reading a JSON file as `load_program` does: a saved state is untrusted
+        input, so of each predictor only its instructions, field texts and (at most 32) demos are
+        taken, never an `lm` or `config` that would choose where prompts and keys are sent. A
+        treeqa compiled file's LoRA adapter is checked (record, then tensors against the base
+        model) and the predictors it was trained for answer through it. Pickles stay DSPy's
+        (it refuses them unless `allow_pickle=True`)."""
+        if Path(path).suffix != ".json":
+            return super().load(path, *args, **kwargs)
+        # late: treeqa.programs.compiled builds programs, whose classes this module defines
+        from treeqa.programs.compiled import CompiledProgramError, read_state, trusted_state
+
+        state = read_state(path)
+        if not isinstance(state, dict):
+            raise CompiledProgramError(f"{path}: a saved program is a JSON object")
+        recipe = state.get("treeqa")
+        found = recorded_adapter(recipe, Path(path).parent, str(path)) if isinstance(recipe, dict) else None
+        kept = trusted_state(self, state, path)
+        for key in (SETTINGS_STATE_KEY, "treeqa"):  # the settings, checked by load_state
+            if isinstance(state.get(key), dict):
+                kept[key] = state[key] if key == SETTINGS_STATE_KEY else {"settings": state[key].get("settings")}
+        self.load_state(kept)
+        if found is not None:
+            attach(self, *found, where=str(path))
+        return self
 
     def _settings_to_restore(self, saved: dict[str, Any]) -> dict[str, Any]:
         name = type(self).__name__
