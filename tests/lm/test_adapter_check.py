@@ -104,3 +104,12 @@ def test_the_engine_refuses_a_torn_adapter_before_llama_cpp_reads_it(base, tmp_p
     with pytest.raises(AdapterError, match="cut short|not a whole GGUF"):
         LlamaEngine(model_path=base, kv_cache_mb=0, adapter=torn)
     assert opened == []
+
+
+def test_the_base_header_is_skimmed_as_ggufs_reader_reads_it(base):
+    import gguf
+
+    reader = gguf.GGUFReader(str(base))
+    expected = {t.name: tuple(int(d) for d in t.shape) for t in reader.tensors if t.name.startswith("blk.")}
+    targets = adapter_check._read_base(base)
+    assert targets.architecture == "qwen2" and targets.shapes == expected
