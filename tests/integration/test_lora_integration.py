@@ -65,3 +65,53 @@ def test_training_prompt_is_the_prompt_llama_cpp_serves():
     out = engine.llama.create_chat_completion(messages=chat["messages"][:-1], temperature=0.0, max_tokens=1)
     assert out["usage"]["prompt_tokens"] == len(trained.prompt)
     assert engine.llama.input_ids[: len(trained.prompt)].tolist() == trained.prompt
+
+
+ENGINE_SCRIPT = """
+import sys
+from treeqa.lm._engine import LlamaEngine
+from treeqa.lm.adapter import AdapterError
+try:
+    engine = LlamaEngine(kv_cache_mb=0, adapter=sys.argv[1])
+except AdapterError as exc:
+    print(exc)
+    sys.exit(1)
+engine.llama.create_chat_completion(messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+print("answered")
+"""
+
+
+def test_an_adapter_the_model_cannot_take_is_refused_not_a_crash(tmp_path):
+    """A torn adapter, and one built for a 2048-wide model, loaded and then ended the first decode
+    in SIGSEGV (exit 139) before they were checked. Now each is one line and exit 1, at the
+    engine's door and through a compiled file whose record matches them (`treeqa ask`)."""
+    import json
+    import subprocess
+    import sys
+
+    from treeqa.lm import base_model_sha256
+    from treeqa.lm.adapter import AdapterRef
+    from treeqa.programs import build_program
+    from treeqa.programs.compiled import save_compiled
+
+    torn = write_adapter(lora_state(27, 0.5), tmp_path / "torn" / "adapter.gguf", alpha=16)
+    torn.write_bytes(torn.read_bytes()[:-4096])
+    wide = {f"base_model.model.model.layers.27.self_attn.q_proj.lora_{ab}.weight": torch.randn(*shape) * 0.05
+            for ab, shape in (("A", (8, 2048)), ("B", (2048, 8)))}
+    wide = write_adapter(wide, tmp_path / "wide" / "adapter.gguf", alpha=16)
+    for adapter, refusal in ((torn, "cut short"), (wide, "1536 in and 1536 out")):
+        engine = subprocess.run([sys.executable, "-c", ENGINE_SCRIPT, str(adapter)], capture_output=True,
+                                text=True, timeout=300)
+        assert engine.returncode == 1, engine.stdout + engine.stderr
+        assert refusal in engine.stdout and len(engine.stdout.strip().splitlines()) == 1
+
+        path = save_compiled(build_program("direct"), adapter.parent / "compiled.json", name="direct",
+                             dataset="hotpotqa", retriever="dense")
+        state = json.loads(path.read_text())
+        state["treeqa"]["adapter"] = AdapterRef.of(adapter, adapter.parent, base_model_sha256(), ["answer"]).to_dict()
+        path.write_text(json.dumps(state))
+        ask = subprocess.run([sys.executable, "-c", "from treeqa.cli import main; main()", "ask", "Who wrote Hamlet?",
+                              "--compiled", str(path)],
+                             capture_output=True, text=True, timeout=300)
+        assert ask.returncode == 1, ask.stdout + ask.stderr
+        assert refusal in ask.stderr and len(ask.stderr.strip().splitlines()) == 1

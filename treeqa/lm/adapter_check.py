@@ -148,7 +148,8 @@ def _read(path: Path):
     try:
         return gguf.GGUFReader(str(path))
     except Exception as exc:  # noqa: BLE001 - any parse failure means the same: not a whole GGUF file
-        raise AdapterError(f"adapter {path} is not a whole GGUF file ({type(exc).__name__}: {exc})") from None
+        raise AdapterError(f"adapter {path} is not a whole GGUF file: cut short or damaged "
+                           f"({type(exc).__name__}: {exc})") from None
 
 
 def _text_field(reader, key: str) -> str | None:
