@@ -18,16 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from treeqa.lm._weights import sha256_of
+from treeqa.lm.adapter_check import GGUF_NAMES, AdapterError, check_adapter
 
-# Hugging Face projection names -> llama.cpp's tensor names (Qwen2 / Llama layout)
-GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
-              "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
 _PEFT_KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
 MAX_ADAPTER_BYTES = 512 << 20  # a rank-64 adapter on every layer of a 1.5B model is ~150 MB
-
-
-class AdapterError(ValueError):
-    """An adapter that is missing, changed since it was recorded, or not one llama.cpp reads."""
 
 
 def gguf_tensors(lora_state: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +186,6 @@ def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str) -> tuple[
     if "adapter" not in recipe:
         return None
     from treeqa.lm import base_model_sha256
-    from treeqa.lm.adapter_check import check_adapter  # (inside: it imports this module)
 
     ref = AdapterRef.from_dict(recipe["adapter"], where)
     path = ref.verified_path(Path(folder), base_model_sha256())

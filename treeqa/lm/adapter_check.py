@@ -17,7 +17,15 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from treeqa.lm.adapter import GGUF_NAMES, AdapterError
+# Hugging Face projection names -> llama.cpp's tensor names (Qwen2 / Llama layout): the weights a
+# LoRA adapter may adapt
+GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
+              "gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
+
+
+class AdapterError(ValueError):
+    """An adapter that is missing, changed since it was recorded, or not one llama.cpp reads."""
+
 
 _LORA_NAME = re.compile(r"blk\.(\d{1,4})\.(" + "|".join(GGUF_NAMES.values()) + r")\.weight\.lora_([ab])")
 MAX_KV = 64  # our adapters carry 5 keys; bounds the pure-Python read of a hostile header
