@@ -3,6 +3,7 @@ live one gave it, a program whose search differs is refused, and `treeqa replay`
 call a question on a run's records."""
 
 import copy
+import dataclasses
 import json
 
 import dspy
@@ -14,7 +15,7 @@ from treeqa.cli import app
 from treeqa.evaluation.replay import ReplayError, check_same_search, rebuild_run
 from treeqa.judging.path_judge import FEATURES, Logit, PathJudge
 from treeqa.programs import build_program
-from treeqa.programs.compiled import read_recipe, save_compiled
+from treeqa.programs.compiled import CompiledFile, save_compiled
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 
 
@@ -90,16 +91,16 @@ def test_only_a_program_with_the_recorded_search_may_replay_it(tmp_path):
     reader.fuse.demos = [dspy.Example(question="q", evidence=["e"], answer="a")]
     other_reading = save_compiled(reader, tmp_path / "reading.json", name="tor", dataset="hotpotqa",
                                   retriever="dense")
-    check_same_search(read_recipe(source), read_recipe(other_reading))  # the reading may change
+    check_same_search(CompiledFile.read(source), CompiledFile.read(other_reading))  # the reading may change
 
     _, judged_here = _recipe(tmp_path, "judged-here", widths=(3, 2), path_judge=judge)
     noise = PathJudge(relevance=decision.model_copy(update={"coef": [1.0 + 4e-7] * n}), sufficiency=decision)
     _, judged_there = _recipe(tmp_path, "judged-there", widths=(3, 2), path_judge=noise.model_dump())
-    check_same_search(read_recipe(judged_here), read_recipe(judged_there))  # refitted on another CPU
+    check_same_search(CompiledFile.read(judged_here), CompiledFile.read(judged_there))  # refitted on another CPU
     moved = PathJudge(relevance=decision.model_copy(update={"coef": [1.0 + 1e-3] * n}), sufficiency=decision)
     _, judged_apart = _recipe(tmp_path, "judged-apart", widths=(3, 2), path_judge=moved.model_dump())
     with pytest.raises(ReplayError, match="setting path_judge"):
-        check_same_search(read_recipe(judged_here), read_recipe(judged_apart))
+        check_same_search(CompiledFile.read(judged_here), CompiledFile.read(judged_apart))
 
     _, wider = _recipe(tmp_path, "wider", widths=(3, 3))
     _, judged = _recipe(tmp_path, "judged", widths=(3, 2), path_judge=judge)
@@ -109,14 +110,14 @@ def test_only_a_program_with_the_recorded_search_may_replay_it(tmp_path):
     for target, problem in [(wider, "setting widths"), (judged, "setting path_judge"),
                             (taught, "predictor review: its demos")]:
         with pytest.raises(ReplayError, match=problem):
-            check_same_search(read_recipe(source), read_recipe(target))
+            check_same_search(CompiledFile.read(source), CompiledFile.read(target))
     rta = save_compiled(build_program("rta", tree_retriever()), tmp_path / "rta.json", name="rta",
                         dataset="hotpotqa", retriever="dense")
     with pytest.raises(ReplayError, match="does not read apart from its search"):
-        check_same_search(read_recipe(rta), read_recipe(rta))
-    recipe, state = read_recipe(source)
+        check_same_search(CompiledFile.read(rta), CompiledFile.read(rta))
+    found = CompiledFile.read(source)
     with pytest.raises(ReplayError, match="dataset"):
-        check_same_search((recipe, state), ({**recipe, "dataset": "musique"}, copy.deepcopy(state)))
+        check_same_search(found, dataclasses.replace(found, dataset="musique", state=copy.deepcopy(found.state)))
 
 
 def test_replay_makes_one_reader_call_a_question_and_resumes(fixture_data, tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ from treeqa.cli.common import (
 )
 from treeqa.data import DEFAULT_DATASET
 from treeqa.programs import DEFAULT_PROGRAM, SIMPLEST, QAProgram, build_program, uses_retriever
+from treeqa.programs.compiled import run_adapters_with
 
 
 def zero_shot(program: str, dataset: str, retriever: str | None, corpus: str | None) -> QAProgram:
@@ -86,20 +87,18 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
     from treeqa.serving import Served, program_info
 
     if compiled:
-        from treeqa.programs.compiled import recipe_settings, run_adapters_with
-
-        qa, recipe, _, corpus = load_searching(compiled, retriever, corpus, lm=lm)
-        name = recipe["program"]
-        dataset = (corpus or recipe.get("dataset")) if uses_retriever(name, *recipe_settings(recipe)) else None
+        qa, found, _, corpus = load_searching(compiled, retriever, corpus, lm=lm)
+        name = found.program
+        dataset = (corpus or found.dataset) if uses_retriever(name, *found.build_settings()) else None
     else:
-        recipe, name = None, program
+        found, name = None, program
         qa = zero_shot(program, dataset, retriever, corpus)
         dataset = (corpus or dataset) if uses_retriever(program) else None
     model = get_lm(lm, api_base=api_base, cache=cache)
     run_adapters_with(qa, model, cache)
     if hasattr(model, "wait_ready"):
         model.wait_ready()  # an endpoint's first-use warm-up at start-up, not in the first request
-    return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, recipe))
+    return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, found))
 
 
 @app.command("serve")

@@ -107,27 +107,28 @@ CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (
 
 def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None,
                    overrides: dict | None = None, lm: str | None = None):
-    """(program, recipe, retriever, corpus) of a compiled file: it searches what it was compiled
-    against unless `retriever` or `corpus` say otherwise (your own corpus, or bm25); `overrides`
-    replace stored settings. A recorded adapter is checked first, and refused with `lm` (the
-    run's LM name) other than the embedded model, before the model or an index is loaded."""
+    """(program, CompiledFile, retriever, corpus) of a compiled file, read once: it searches what
+    it was compiled against unless `retriever` or `corpus` say otherwise (your own corpus, or
+    bm25); `overrides` replace stored settings. A recorded adapter is checked first, and refused
+    with `lm` (the run's LM name) other than the embedded model, before the model or an index
+    is loaded."""
     from treeqa.lm import LOCAL_NAMES
     from treeqa.programs import uses_retriever
-    from treeqa.programs.compiled import load_program, read_recipe, recipe_settings, recorded_adapter_of
+    from treeqa.programs.compiled import CompiledFile, load_program, recorded_adapter_of
 
-    recipe, _ = read_recipe(compiled)
-    if recorded_adapter_of(recipe, compiled) is not None and lm is not None and lm not in LOCAL_NAMES:
+    found = CompiledFile.read(compiled)
+    if recorded_adapter_of(found) is not None and lm is not None and lm not in LOCAL_NAMES:
         raise ValueError(f"{compiled} answers through a LoRA adapter of the embedded model; run it with --lm local")
-    retriever = retriever or recipe.get("retriever", DEFAULT_KIND)
-    corpus = corpus or recipe.get("corpus")
+    retriever = retriever or found.retriever
+    corpus = corpus or found.corpus
     index = None
-    settings, preset = recipe_settings(recipe)
-    searches = uses_retriever(recipe["program"], {**settings, **(overrides or {})}, preset)  # not a GENREAD beam
-    if searches and (corpus != recipe.get("corpus") or retriever != recipe.get("retriever", DEFAULT_KIND)):
+    settings, preset = found.build_settings()
+    searches = uses_retriever(found.program, {**settings, **(overrides or {})}, preset)  # not a GENREAD beam
+    if searches and (corpus != found.corpus or retriever != found.retriever):
         from treeqa.retrievers import get_retriever
 
-        index = get_retriever(recipe["dataset"], retriever, corpus=corpus)
-    return load_program(compiled, retriever=index, expect=expect, overrides=overrides), recipe, retriever, corpus
+        index = get_retriever(found.dataset, retriever, corpus=corpus)
+    return load_program(found, retriever=index, expect=expect, overrides=overrides), found, retriever, corpus
 
 
 def parse_params(pairs: list[str]) -> dict:

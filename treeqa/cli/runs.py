@@ -141,16 +141,15 @@ def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, prese
     """(spec, loaded program or None) for `evaluate`: a --compiled file gives the program, its
     settings (--param replaces them; the spec says so), what it searches and its dataset unless told."""
     from treeqa.evaluation.runs import EvalSpec
-    from treeqa.programs.compiled import recipe_settings
 
     loaded = None
     if compiled:
         # the spec (and so the summary and recall@15) must say what the program searched
-        loaded, recipe, retriever, corpus = load_searching(compiled, retriever, corpus, expect=program,
-                                                           overrides=params, lm=sample["lm"])
-        program = recipe["program"]
-        dataset = dataset or recipe.get("dataset")  # questions of the set it was compiled for, unless told
-        stored, preset = recipe_settings(recipe)
+        loaded, found, retriever, corpus = load_searching(compiled, retriever, corpus, expect=program,
+                                                          overrides=params, lm=sample["lm"])
+        program = found.program
+        dataset = dataset or found.dataset  # questions of the set it was compiled for, unless told
+        stored, preset = found.build_settings()
         params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
     if program is None:
         fail("name a --program, or give a --compiled file")

@@ -28,8 +28,8 @@ import dspy
 
 from treeqa.data.passage import Passage
 from treeqa.evaluation.records import read_records, records_file
+from treeqa.programs.compiled import CompiledFile
 from treeqa.programs.review_run import ReviewNode, ReviewRun
-from treeqa.retrievers import DEFAULT_KIND
 from treeqa.retrievers.base import Retriever
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
@@ -82,19 +82,17 @@ def rebuild_run(tree: dict[str, Any], passages: Mapping[str, Passage]) -> Review
     return run
 
 
-def check_same_search(source: tuple[dict, dict], target: tuple[dict, dict]) -> None:
-    """Refuse a (recipe, state) `target` whose searches could differ from `source`'s: another
-    program, dataset, corpus or retriever, another setting outside READER_SETTINGS, or other
-    demos or instructions on any predictor but the reader."""
-    from treeqa.programs.compiled import recipe_settings
-
-    (src_recipe, src_state), (recipe, state) = source, target
+def check_same_search(source: CompiledFile, target: CompiledFile) -> None:
+    """Refuse a `target` program whose searches could differ from `source`'s: another program,
+    dataset, corpus or retriever, another setting outside READER_SETTINGS, or other demos or
+    instructions on any predictor but the reader."""
+    src_state, state = source.state, target.state
     problems = []
     for key in ("program", "dataset", "retriever", "corpus"):
-        if src_recipe.get(key) != recipe.get(key):
-            problems.append(f"{key}: {src_recipe.get(key)!r} there, {recipe.get(key)!r} here")
-    program = replayable(recipe.get("program"))
-    src_settings, settings = recipe_settings(src_recipe)[0], recipe_settings(recipe)[0]
+        if getattr(source, key) != getattr(target, key):
+            problems.append(f"{key}: {getattr(source, key)!r} there, {getattr(target, key)!r} here")
+    program = replayable(target.program)
+    src_settings, settings = source.build_settings()[0], target.build_settings()[0]
     for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS):
         if not same_setting(src_settings.get(key), settings.get(key)):
             problems.append(f"setting {key} differs")
@@ -185,56 +183,56 @@ class _NeverSearched(Retriever):
         raise RuntimeError("this program was built to read its settings, not to search")
 
 
-def source_recipe(records_dir: Path, recorded) -> tuple[dict, dict]:
-    """(recipe, state) of the program a recorded run searched with: an optimize run's
-    `compiled.json` beside its `compiled/` records, the file an `evaluate --compiled` run names,
-    or, for a zero-shot run, the program its spec builds (no demos, the signatures' own
-    instructions)."""
+def source_recipe(records_dir: Path, recorded) -> CompiledFile:
+    """The program a recorded run searched with: an optimize run's `compiled.json` beside its
+    `compiled/` records, the file an `evaluate --compiled` run names, or, for a zero-shot run,
+    the program its spec builds (no demos, the signatures' own instructions)."""
     from treeqa.programs import build_program
-    from treeqa.programs.compiled import read_recipe
 
     if records_dir.name == "compiled" and (records_dir.parent / "compiled.json").is_file():
-        return read_recipe(records_dir.parent / "compiled.json")
+        return CompiledFile.read(records_dir.parent / "compiled.json")
     named = recorded.params.get("_compiled")
     if named:
         if not Path(named).is_file():
             raise ReplayError(f"{records_dir} searched with {named}, which is not here: name the file with "
                               "--source-compiled")
-        return read_recipe(named)
+        return CompiledFile.read(named)
     program = build_program(recorded.program, _NeverSearched(), preset=recorded.preset, **recorded.params)
     recipe = {"program": recorded.program, "dataset": recorded.dataset, "retriever": recorded.retriever,
               "corpus": recorded.corpus, "settings": program.method_settings}
-    return json.loads(json.dumps(recipe)), json.loads(json.dumps(program.dump_state()))  # as a file reads back
+    # as a file reads back
+    return CompiledFile.of(json.loads(json.dumps(recipe)), json.loads(json.dumps(program.dump_state())))
 
 
-def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | None = None, lm: str = "local",
+def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: str | Path | None = None,
+               lm: str = "local",
                api_base: str | None = None, out: str | Path | None = None,
                cache: bool = True, overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], int, int]:
     """Evaluate `compiled` (with `overrides` of its reading settings) on the sample of the ToR run
     in `records_dir`, reading its recorded searches: (the evaluation's result, questions
     replayed, questions in the sample). The run's folder is only read; the replay's records go
-    to `out` and a rerun resumes them."""
+    to `out` and a rerun resumes them. `compiled` is read once (a CompiledFile is taken as read)."""
     from treeqa.evaluation.runs import EvalSpec, run_evaluation
-    from treeqa.programs.compiled import load_program, read_recipe, recipe_settings
+    from treeqa.programs.compiled import load_program
 
     recorded = recorded_spec(records_dir)
-    recipe, state = read_recipe(compiled)
+    found = compiled if isinstance(compiled, CompiledFile) else CompiledFile.read(compiled)
+    compiled = found.path
     searched = (recorded.retriever, recorded.corpus)
-    if searched != (recipe.get("retriever", DEFAULT_KIND), recipe.get("corpus")):
+    if searched != (found.retriever, found.corpus):
         raise ReplayError(f"{records_dir} searched {searched[1] or recorded.dataset} with {searched[0]}; "
-                          f"{compiled} searches {recipe.get('corpus') or recipe['dataset']} with "
-                          f"{recipe.get('retriever', DEFAULT_KIND)}")
+                          f"{compiled} searches {found.corpus or found.dataset} with {found.retriever}")
     overrides = dict(overrides or {})
     if set(overrides) - READER_SETTINGS:
         raise ReplayError(f"a replay changes only the reading ({', '.join(sorted(READER_SETTINGS))}), "
                           f"not {', '.join(sorted(set(overrides) - READER_SETTINGS))}")
-    settings = {**recipe_settings(recipe)[0], **overrides}
-    target = ({**recipe, "settings": settings}, state)
-    check_same_search(read_recipe(source) if source else source_recipe(records_dir, recorded), target)
-    trees = recorded_trees(run_records(records_dir, recorded), replayable(recipe["program"]).reader)
+    settings = {**found.build_settings()[0], **overrides}
+    target = dataclasses.replace(found, settings=settings)
+    check_same_search(CompiledFile.read(source) if source else source_recipe(records_dir, recorded), target)
+    trees = recorded_trees(run_records(records_dir, recorded), replayable(found.program).reader)
     if not trees:
         raise ReplayError(f"{records_file(records_dir)} holds no recorded search to replay")
-    program = load_program(compiled, expect=recipe["program"], overrides=overrides)
+    program = load_program(found, expect=found.program, overrides=overrides)
     ids = {n["id"] for found in trees.values() for n in found["tree"]["nodes"] if n.get("id")}
     passages = corpus_passages(program.retriever.passages, ids)
     if len(passages) < len(ids):
@@ -243,7 +241,7 @@ def replay_run(records_dir: Path, compiled: str | Path, source: str | Path | Non
     replayer = ReplayedSearch(program, trees, passages)
     params = {**settings, "_compiled": str(Path(compiled).resolve()),
               "_replay_of": recorded.key()}
-    spec = EvalSpec(program=recipe["program"], dataset=recorded.dataset, split=recorded.split, n=recorded.n,
+    spec = EvalSpec(program=found.program, dataset=recorded.dataset, split=recorded.split, n=recorded.n,
                     seed=recorded.seed, skip=recorded.skip, ids=recorded.ids, sample=recorded.sample, lm=lm,
                     api_base=api_base, retriever=recorded.retriever, corpus=recorded.corpus, params=params,
                     cache=cache)

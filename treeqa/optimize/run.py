@@ -28,7 +28,7 @@ from treeqa.evaluation.runs import EvalSpec, adopt_run, check_adoptable, run_eva
 from treeqa.lm import adapter_for
 from treeqa.optimize.report import write_report
 from treeqa.optimize.spec import OptimizeSpec, make_teleprompter, plan, splits_for, stages
-from treeqa.programs.compiled import load_program, read_recipe, save_compiled
+from treeqa.programs.compiled import CompiledFile, load_program, save_compiled
 from treeqa.teleprompt import compilers
 from treeqa.teleprompt.annotated_demos import usable
 
@@ -78,6 +78,7 @@ class Checked:
     valset: list | None
     retriever: Any
     program: dspy.Module
+    compiled_file: CompiledFile | None = None  # the folder's compiled.json, read once (a resumed run)
 
 
 def plan_line(spec: OptimizeSpec, calls: dict[str, int]) -> str:
@@ -100,9 +101,10 @@ def _check_sources(spec: OptimizeSpec, eval_spec: EvalSpec) -> None:
         check_replay_source(Path(spec.replay_from), eval_spec)
 
 
-def _check_folder(spec: OptimizeSpec, out_dir: Path) -> None:
+def _check_folder(spec: OptimizeSpec, out_dir: Path) -> CompiledFile | None:
     """The folder holds nothing of another spec (its spec.json, its compiled.json); then this
-    spec is written to it."""
+    spec is written to it. Returns the folder's compiled file, read once, if it has one."""
+    found = None
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
         try:
@@ -114,10 +116,11 @@ def _check_folder(spec: OptimizeSpec, out_dir: Path) -> None:
             raise ValueError(f"{out_dir} holds an optimize run of another spec ({earlier.optimizer} on "
                              f"{earlier.program}, train {earlier.train}, dev {earlier.dev}){by_id}: use another --out")
     if (out_dir / "compiled.json").is_file():  # checked before spec.json is (re)written
-        check_compiled_matches(read_recipe(out_dir / "compiled.json")[0].get("compile") or {}, spec,
-                               out_dir / "compiled.json")
+        found = CompiledFile.read(out_dir / "compiled.json")
+        check_compiled_matches(found.compile, spec, out_dir / "compiled.json")
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(spec.model_dump_json(indent=2))
+    return found
 
 
 def check(spec: OptimizeSpec, out_dir: Path) -> Checked:
@@ -143,8 +146,8 @@ def check(spec: OptimizeSpec, out_dir: Path) -> Checked:
     if spec.resolved.needs_retriever:
         retriever = treeqa.retrievers.get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus)
     program = spec.resolved.build(retriever)
-    _check_folder(spec, out_dir)
-    return Checked(out_dir, eval_spec, train_dataset, splits, trainset, fit_on, valset, retriever, program)
+    found = _check_folder(spec, out_dir)
+    return Checked(out_dir, eval_spec, train_dataset, splits, trainset, fit_on, valset, retriever, program, found)
 
 
 def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=print) -> tuple[dspy.Module, dict]:
@@ -152,10 +155,10 @@ def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=prin
     else compiled through the spec's compilers in order (each one's program the next one's
     student) and saved."""
     path = checked.out_dir / "compiled.json"
-    if path.is_file():
+    if checked.compiled_file is not None:
         echo(f"[1/3] compiled program found at {path}: loading it")
-        compiled = load_program(path, retriever=checked.retriever, expect=spec.program)
-        return compiled, read_recipe(path)[0].get("compile") or {}
+        compiled = load_program(checked.compiled_file, retriever=checked.retriever, expect=spec.program)
+        return compiled, checked.compiled_file.compile
     train_split = checked.splits["train"]
     echo(f"[1/3] compiling with {spec.optimizer} on {len(checked.trainset)} {checked.train_dataset} {train_split} "
          "questions")
@@ -195,7 +198,9 @@ def evaluate_sides(spec: OptimizeSpec, checked: Checked, compiled: dspy.Module, 
     out_dir = checked.out_dir
     echo(f"[2/3] compiled {spec.program} on {spec.dev} {spec.dataset} {checked.splits['dev']} questions")
     if spec.replay_from:
-        comp, replayed, _ = replay_run(Path(spec.replay_from), out_dir / "compiled.json", lm=spec.lm,
+        # a resumed run's file as read at the start; a fresh compile's as just written
+        found = checked.compiled_file or CompiledFile.read(out_dir / "compiled.json")
+        comp, replayed, _ = replay_run(Path(spec.replay_from), found, lm=spec.lm,
                                        api_base=spec.api_base, out=out_dir / "compiled", cache=spec.cache)
         echo(f"      read from the recorded searches of {spec.replay_from} ({replayed} of {spec.dev} questions)")
     else:

@@ -170,10 +170,10 @@ def _add_page(app: FastAPI) -> None:
 
 
 def program_info(program: dspy.Module, name: str, lm: dspy.BaseLM, dataset: str | None,
-                 recipe: dict | None = None) -> dict:
-    """What `/v1/program` reports about a served program."""
-    compile_info = (recipe or {}).get("compile") or {}
+                 compiled=None) -> dict:
+    """What `/v1/program` reports about a served program (`compiled`: its CompiledFile, if any)."""
+    compile_info = compiled.compile if compiled is not None else {}
     return {"program": name, "settings": getattr(program, "method_settings", {}),
-            "optimizer": compile_info.get("optimizer") or ("zero-shot" if recipe is None else None),
+            "optimizer": compile_info.get("optimizer") or ("zero-shot" if compiled is None else None),
             "demos": {pname: len(p.demos) for pname, p in program.named_predictors()},
             "dataset": dataset, "model": getattr(lm, "model", str(lm))}

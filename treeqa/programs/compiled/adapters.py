@@ -1,0 +1,87 @@
+"""A compiled program's LoRA adapter: copied beside the file when saved, checked (record, then
+tensors against the base model) before anything is loaded for it, given to the predictors it
+was trained for, and held to the run's LM and cache."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from treeqa.programs.compiled.file import CompiledFile, CompiledProgramError
+
+
+def adapter_lms(program: dspy.Module) -> dict[str, Path]:
+    """Predictor name -> the LoRA adapter its own LM adds to the embedded model (those that have one)."""
+    out = {}
+    for name, predictor in program.named_predictors():
+        adapter = getattr(predictor.lm, "adapter", None) if predictor.lm is not None else None
+        if adapter is not None:
+            out[name] = Path(adapter)
+    return out
+
+
+def save_adapter(program: dspy.Module, folder: Path) -> dict[str, Any] | None:
+    """Copy the program's adapter beside the compiled file and describe it (one adapter a program)."""
+    from treeqa.lm import base_model_sha256
+    from treeqa.lm.adapter import AdapterRef, sha256_of
+
+    adapters = adapter_lms(program)
+    if not adapters:
+        return None
+    if len(set(adapters.values())) > 1:
+        raise CompiledProgramError("a compiled program holds one LoRA adapter; its predictors use "
+                                   f"{len(set(adapters.values()))}")
+    source = next(iter(adapters.values()))
+    target = folder / f"adapter-{sha256_of(source)[:12]}.gguf"
+    if source.resolve() != target.resolve():
+        shutil.copyfile(source, target)
+    return AdapterRef.of(target, folder, base_model_sha256(), sorted(adapters)).to_dict()
+
+
+def recorded_adapter_of(compiled: CompiledFile) -> tuple[Path, tuple[str, ...]] | None:
+    """(verified adapter file, predictors) of a compiled file that records one: its size and hash
+    match the record, and its tensors fit the base model (`treeqa.lm.adapter.recorded_adapter`);
+    its errors as CompiledProgramError."""
+    from treeqa.lm.adapter import AdapterError, recorded_adapter
+
+    if compiled.adapter is None:
+        return None
+    try:
+        return recorded_adapter({"adapter": compiled.adapter}, compiled.folder, str(compiled.path))
+    except AdapterError as exc:
+        raise CompiledProgramError(str(exc)) from None
+
+
+def attach_adapter(program: dspy.Module, adapter: Path, predictors, path: Path | str = "", cache: bool = True) -> None:
+    """Give the named predictors the embedded model with `adapter` added (their own LM)."""
+    from treeqa.lm.adapter import AdapterError, attach
+
+    try:
+        attach(program, adapter, predictors, cache=cache, where=str(path))
+    except AdapterError as exc:
+        raise CompiledProgramError(str(exc)) from None
+
+
+def run_adapters_with(program: dspy.Module, lm, cache: bool) -> None:
+    """Fit a program's adapter predictors to the run's LM and cache, as every command must: they
+    answer on the embedded model, so an endpoint as the run's LM is refused (it would answer
+    only the other predictors), and `--no-cache` reaches them too."""
+    from treeqa.lm import is_embedded
+
+    if not adapter_lms(program):
+        return
+    if not is_embedded(lm):
+        raise ValueError("this compiled program answers through a LoRA adapter of the embedded model; "
+                         "run it with --lm local")
+    set_adapter_cache(program, cache)
+
+
+def set_adapter_cache(program: dspy.Module, cache: bool) -> None:
+    """Turn DSPy's cache on or off for the predictors that run through an adapter (as the run's
+    own LM is: `--no-cache` must reach them too)."""
+    for _, predictor in program.named_predictors():
+        if getattr(predictor.lm, "adapter", None) is not None and predictor.lm.cache != cache:
+            predictor.lm = predictor.lm.copy(cache=cache)

@@ -1,0 +1,85 @@
+"""Saving a compiled program and loading it back, ready to call: `load_program` rebuilds the
+program a compiled file names, with its settings, LoRA adapter and the index it searched, and
+loads its sanitised state, so an app needs one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from treeqa.programs.compiled.adapters import attach_adapter, recorded_adapter_of, save_adapter
+from treeqa.programs.compiled.file import FORMAT, CompiledFile, CompiledProgramError
+from treeqa.programs.compiled.trusted import trusted_state
+
+
+def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset: str, retriever: str,
+                  preset: str | None = None, params: dict[str, Any] | None = None,
+                  extra: dict[str, Any] | None = None) -> Path:
+    """Write `program`'s state and its recipe to `path` (.json); a LoRA adapter its predictors
+    answer through is copied beside it and recorded with its size and hash."""
+    path = Path(path)
+    if path.suffix != ".json":
+        raise CompiledProgramError(f"compiled programs are saved as .json, not {path.suffix or 'no suffix'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    adapter = save_adapter(program, path.parent)
+    lms = {name: p.lm for name, p in program.named_predictors()}
+    try:  # an LM is never part of the file (and the embedded engine cannot be serialised)
+        for _, predictor in program.named_predictors():
+            predictor.lm = None
+        program.save(str(path))
+    finally:
+        for pred_name, predictor in program.named_predictors():
+            predictor.lm = lms[pred_name]
+    state = json.loads(path.read_text())
+    state["treeqa"] = {"format": FORMAT, "program": name, "dataset": dataset, "retriever": retriever,
+                       "settings": program.method_settings, "preset": preset, "params": params or {}, **(extra or {})}
+    if adapter is not None:
+        state["treeqa"]["adapter"] = adapter
+    path.write_text(json.dumps(state, indent=2, ensure_ascii=False))
+    return path
+
+
+def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | None = None,
+                 overrides: dict[str, Any] | None = None) -> dspy.Module:
+    """A ready-to-call compiled program.
+
+    Args:
+        path: a file written by `treeqa optimize` (or `save_compiled`), or that file as
+            `CompiledFile.read` read it (a command reads its file once and passes it along).
+        retriever: the retriever to search with; by default the index of the dataset the
+            program was compiled on, loaded from the cache dir (built if missing).
+        expect: the program name the caller wants ("tor", "beam", ...); a file holding
+            another program is an error.
+        overrides: settings to run with in place of the stored ones (e.g. the beam's
+            `pick="vote"`); an unknown one is an error, as when building the program.
+
+    Example:
+        >>> program = load_program("runs/optimize/tor/compiled.json")
+        >>> dspy.configure(lm=get_lm("local"))
+        >>> program(question="Who wrote Hamlet?").answer
+    """
+    from treeqa.programs import build_program, uses_retriever  # (inside: treeqa.programs discovers this package)
+
+    compiled = path if isinstance(path, CompiledFile) else CompiledFile.read(path)
+    path, name = compiled.path, compiled.program
+    if expect is not None and expect != name:
+        raise CompiledProgramError(f"{path} holds a compiled {name!r} program, not {expect!r}")
+    params, preset = compiled.build_settings()
+    params.update(overrides or {})
+    adapter = recorded_adapter_of(compiled)  # refused before an index is built for it
+    if retriever is None and uses_retriever(name, params, preset):
+        from treeqa.retrievers import get_retriever
+
+        retriever = get_retriever(compiled.dataset, compiled.retriever, corpus=compiled.corpus)
+    program = build_program(name, retriever, preset=preset, **params)
+    try:
+        program.load_state(trusted_state(program, compiled.state, path))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CompiledProgramError(f"{path}: its state does not fit a {name!r} program with these settings "
+                                   f"({type(exc).__name__}: {exc})") from exc
+    if adapter is not None:
+        attach_adapter(program, *adapter, path=path)
+    return program
