@@ -11,6 +11,7 @@ one AdapterError line, before the engine sees the file.
 from __future__ import annotations
 
 import math
+import mmap
 import re
 import struct
 import threading
@@ -75,8 +76,6 @@ def _skim_header(base: Path) -> tuple[str | None, dict[str, tuple[int, ...]]]:
     """(general.architecture, tensor name -> dims) of a GGUF, skipping every other value: gguf's
     reader parses the base's tokenizer (150,000 strings) in Python, 17 s on a busy 2-core
     machine, where this takes a fraction of a second."""
-    import mmap
-
     with open(base, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
         magic, _, n_tensors, n_kv = _HEADER.unpack_from(data, 0)
         if magic != b"GGUF":
@@ -136,7 +135,7 @@ def check_adapter(path: str | Path, base: str | Path | None = None) -> None:
 def _checked_header(path: Path, targets: int) -> int:
     """The file's size, once its fixed header is a GGUF's with counts a LoRA of this base can have
     (read before gguf's reader, which parses every key and tensor entry in Python)."""
-    if path.is_symlink() or not path.is_file():
+    if not path.is_file():  # a FIFO or a folder (a compiled file's record refuses links before this)
         raise AdapterError(f"adapter {path} is not a regular file")
     size = path.stat().st_size
     with open(path, "rb") as fh:
