@@ -114,8 +114,8 @@ KNOWN_EDGES = {
     ("treeqa.lm.provider", "treeqa.lm"),
     ("treeqa.lm.adapter", "treeqa.lm"),
     # a compiled file's program is built through the registry, which `treeqa.programs` fills by
-    # importing each module of its folder, this one among them
-    ("treeqa.programs.compiled", "treeqa.programs"),
+    # importing each module of its folder, the compiled package among them
+    ("treeqa.programs.compiled.program", "treeqa.programs"),
 }
 
 

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeRetriever, ScriptedEngine, run_cli
+from tests.fakes import FakeRetriever, ScriptedEngine, run_cli, tiny_base_gguf, tiny_lora_gguf
 from treeqa.programs.baselines import RetrieveThenAnswer
 from treeqa.programs.compiled import adapter_lms, load_program, save_compiled
 
 
 @pytest.fixture
 def engines(monkeypatch, settings_env, tmp_path):
-    """The embedded engine is a scripted one (one per adapter); the base model a stand-in file."""
-    (tmp_path / "base.gguf").write_bytes(b"stand-in base weights")
+    """The embedded engine is a scripted one (one per adapter); the base model a tiny GGUF that
+    adapters are checked against."""
+    tiny_base_gguf(tmp_path / "base.gguf")
     settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
     made = {}
 
@@ -43,7 +44,7 @@ def test_attach_writes_a_compiled_file_that_names_the_adapter_on_the_reader(engi
     source = _compiled(tmp_path)
     adapter = tmp_path / "trained" / "adapter.gguf"
     adapter.parent.mkdir()
-    adapter.write_bytes(b"lora weights " * 10)
+    tiny_lora_gguf(adapter)
     out = tmp_path / "out" / "compiled.json"
     result = run_cli("train", "attach", str(source), str(adapter), str(out))
     assert result.exit_code == 0, result.output

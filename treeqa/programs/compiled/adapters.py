@@ -25,6 +25,7 @@ def adapter_lms(program: dspy.Module) -> dict[str, Path]:
 
 def save_adapter(program: dspy.Module, folder: Path) -> dict[str, Any] | None:
     """Copy the program's adapter beside the compiled file and describe it (one adapter a program)."""
+    # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm import base_model_sha256
     from treeqa.lm.adapter import AdapterRef, sha256_of
 
@@ -45,6 +46,7 @@ def recorded_adapter_of(compiled: CompiledFile) -> tuple[Path, tuple[str, ...]] 
     """(verified adapter file, predictors) of a compiled file that records one: its size and hash
     match the record, and its tensors fit the base model (`treeqa.lm.adapter.recorded_adapter`);
     its errors as CompiledProgramError."""
+    # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm.adapter import AdapterError, recorded_adapter
 
     if compiled.adapter is None:
@@ -57,6 +59,7 @@ def recorded_adapter_of(compiled: CompiledFile) -> tuple[Path, tuple[str, ...]] 
 
 def attach_adapter(program: dspy.Module, adapter: Path, predictors, path: Path | str = "", cache: bool = True) -> None:
     """Give the named predictors the embedded model with `adapter` added (their own LM)."""
+    # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm.adapter import AdapterError, attach
 
     try:
@@ -69,6 +72,7 @@ def run_adapters_with(program: dspy.Module, lm, cache: bool) -> None:
     """Fit a program's adapter predictors to the run's LM and cache, as every command must: they
     answer on the embedded model, so an endpoint as the run's LM is refused (it would answer
     only the other predictors), and `--no-cache` reaches them too."""
+    # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm import is_embedded
 
     if not adapter_lms(program):

@@ -71,6 +71,7 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
     params.update(overrides or {})
     adapter = recorded_adapter_of(compiled)  # refused before an index is built for it
     if retriever is None and uses_retriever(name, params, preset):
+        # late: tests replace treeqa.retrievers.get_retriever; programs never import a retriever kind
         from treeqa.retrievers import get_retriever
 
         retriever = get_retriever(compiled.dataset, compiled.retriever, corpus=compiled.corpus)
