@@ -5,8 +5,13 @@ package to import) are read by `plugin_modules` each time a registry discovers i
 from __future__ import annotations
 
 import os
+import re
+import shlex
+import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -132,3 +137,87 @@ def plugin_modules(kind: str) -> list[str]:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+# --- keeping keys out of files ------------------------------------------------------------------
+# A key can reach text three ways: the command line (`--api-key`), an endpoint's error that echoes
+# the request's Authorization header, and credentials inside a URL (`https://user:secret@host`).
+# `redact` is the one scrubber for all of them; it is applied where failure text is made, at the
+# CLI's error door and to the recorded command line.
+
+REDACTED = "[redacted]"
+MIN_KEY_CHARS = 8  # a shorter "key" ("none", "x") is a placeholder, and would blank common words
+_SECRETS: set[str] = set()
+_URL_CREDENTIALS: dict[str, str] = {}  # an api_base without userinfo -> the one the user gave
+_SECRETS_LOCK = threading.Lock()
+_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=%-]+")
+_KEY_FIELD = re.compile(r"""(?i)\b(api[_-]?key|authorization|x-api-key)(["']?\s*[:=]\s*["']?)[^\s"',}]+""")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+_KEY_OPTION = re.compile(r"^--api-key(=.*)?$")
+
+
+def remember_secret(value: str | None) -> None:
+    """Scrub `value` (a key given to get_lm, or a URL's password) from every text `redact` sees
+    in this process, as it is and percent-encoded."""
+    if value and len(value) >= MIN_KEY_CHARS:
+        with _SECRETS_LOCK:
+            _SECRETS.update({value, quote(value, safe=""), unquote(value)})
+
+
+def _known_secrets() -> list[str]:
+    settings_key = get_settings().api_key
+    if settings_key is not None:
+        remember_secret(settings_key.get_secret_value())
+    with _SECRETS_LOCK:
+        return sorted(_SECRETS, key=len, reverse=True)  # longest first: a key inside another is not half-cut
+
+
+def redact(text: str) -> str:
+    """`text` without keys: the configured key and any key get_lm was given (plain or
+    percent-encoded), bearer and Basic credentials, api_key/Authorization fields, and a URL's
+    userinfo."""
+    text = str(text)
+    for secret in _known_secrets():
+        text = text.replace(secret, REDACTED)
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return _KEY_FIELD.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
+def without_userinfo(url: str | None) -> str | None:
+    """`url` as a spec stores it: no `user:secret@` (remembered, so this process still sends
+    it, and scrubbed from text); `with_userinfo` gives the URL back for the request."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    bare = urlunsplit(parts._replace(netloc=host))
+    user, _, password = userinfo.partition(":")
+    remember_secret(password or user)
+    with _SECRETS_LOCK:
+        _URL_CREDENTIALS[bare] = url
+    return bare
+
+
+def with_userinfo(url: str | None) -> str | None:
+    """The URL `without_userinfo` stripped, with its credentials again (for the request alone)."""
+    with _SECRETS_LOCK:
+        return _URL_CREDENTIALS.get(url, url) if url else url
+
+
+def recorded_command(argv: list[str] | None = None) -> str:
+    """The command line as a run records it: `--api-key`'s value left out, then `redact`ed."""
+    argv = list(sys.argv if argv is None else argv)
+    words, hide_next = [Path(argv[0]).name if argv else "treeqa"], False
+    for word in argv[1:]:
+        if hide_next:
+            words.append(REDACTED)
+            hide_next = False
+        elif (match := _KEY_OPTION.match(word)) is not None:
+            words.append(f"--api-key={REDACTED}" if match.group(1) else word)
+            hide_next = match.group(1) is None
+        else:
+            words.append(word)
+    return redact(shlex.join(words))

@@ -252,7 +252,7 @@ def test_the_compile_runs_first_and_the_zero_shot_run_is_adopted_as_it_stands_th
         order.append(out_dir.name)
         result = real_run(eval_spec, out_dir, program=program)
         if out_dir.name == "compiled":  # meanwhile the reference run grows to both questions
-            run_evaluation(eval_spec, reference)
+            run_evaluation(spec.eval_spec(), reference)
         return result
 
     monkeypatch.setattr(optimize, "run_evaluation", spy)

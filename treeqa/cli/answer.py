@@ -24,6 +24,7 @@ from treeqa.cli.common import (
 from treeqa.data import DEFAULT_DATASET
 from treeqa.programs import DEFAULT_PROGRAM, SIMPLEST, QAProgram, build_program, uses_retriever
 from treeqa.programs.compiled import run_adapters_with
+from treeqa.settings import redact
 
 
 def zero_shot(program: str, dataset: str, retriever: str | None, corpus: str | None) -> QAProgram:
@@ -71,7 +72,7 @@ def ask(
         fail(exc)
     failures = getattr(prediction, "failures", None) or []
     for failure in failures:
-        typer.secho(printable(f"failed call: {failure}"), fg=typer.colors.YELLOW, err=True)
+        typer.secho(printable(redact(f"failed call: {failure}")), fg=typer.colors.YELLOW, err=True)
     if not prediction.answer:
         fail(f"no answer: {len(failures)} LM call(s) failed" if failures else "the program gave an empty answer")
     typer.echo(printable(prediction.answer))

@@ -10,7 +10,7 @@ import typer
 
 from treeqa.programs import PRESET_NAMES, PROGRAMS
 from treeqa.retrievers import DEFAULT_KIND
-from treeqa.settings import get_settings
+from treeqa.settings import get_settings, redact
 
 PROGRAM_NAMES = ", ".join(PROGRAMS)
 PRESET_LIST = ", ".join(PRESET_NAMES)
@@ -55,7 +55,7 @@ def fail(message: str | BaseException) -> None:
 
     if isinstance(message, ValidationError):
         message = "\n".join(str(e["msg"]).removeprefix("Value error, ") for e in message.errors())
-    typer.secho(f"error: {_cut(str(message))}", fg=typer.colors.RED, err=True)
+    typer.secho(f"error: {_cut(redact(str(message)))}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=1)
 
 

@@ -32,6 +32,7 @@ from treeqa.evaluation.records import (
     rewrite_records,
     summarize,
 )
+from treeqa.settings import redact
 
 
 class ParseCounter(BaseCallback):
@@ -138,7 +139,7 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
         try:
             prediction = program(**example.inputs())
         except Exception as exc:  # noqa: BLE001 - recorded for this example, the run goes on
-            error = f"{type(exc).__name__}: {exc}"[:1000]
+            error = redact(f"{type(exc).__name__}: {exc}")[:1000]
     record["seconds"] = round(time.perf_counter() - started, 3)
     if engine_stats is not None:  # the embedded engine times its own calls: the rest is pipeline
         record["lm_seconds"] = round(engine_stats.seconds - lm_seconds_before, 3)

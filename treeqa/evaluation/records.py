@@ -54,17 +54,41 @@ def refuse_compressed(path: Path) -> None:
                          f"first (gunzip {packed})")
 
 
+def check_whole(source_dir: Path) -> None:
+    """Refuse a run whose compressed records are cut short or corrupt (read to the end, never
+    held): a run that starts from them would stop halfway through the copy."""
+    source = records_file(source_dir)
+    if not source.is_file() or not source.name.endswith(COMPRESSED_SUFFIX):
+        return
+    try:
+        with _open_binary(source) as src:
+            while src.read(1 << 20):
+                pass
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise ValueError(f"{source} is cut short or corrupt ({exc}): its records cannot be taken whole") from None
+
+
 def copy_records(source_dir: Path, out_dir: Path) -> None:
     """Copy a run's records into `out_dir` as the plain file a run appends to (decompressed if
-    the source's are compressed); a source without records copies nothing."""
+    the source's are compressed); a source without records copies nothing. The copy is whole
+    or absent: written beside the target and renamed into place."""
     source = records_file(source_dir)
     if not source.is_file():
         return
     target = Path(out_dir) / RECORDS_NAME
     refuse_compressed(target)
-    with _open_binary(source) as src, target.open("wb") as dst:
-        while chunk := src.read(1 << 20):
-            dst.write(chunk)
+    tmp = target.with_name(target.name + ".adopting")
+    try:
+        with _open_binary(source) as src, tmp.open("wb") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, target)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ValueError(f"{source} is cut short or corrupt ({exc}): its records cannot be taken whole") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _finite_number(value: Any) -> bool:

@@ -207,7 +207,8 @@ def source_recipe(records_dir: Path, recorded) -> CompiledFile:
 def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: str | Path | None = None,
                lm: str = "local",
                api_base: str | None = None, out: str | Path | None = None,
-               cache: bool = True, overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], int, int]:
+               cache: bool = True, overrides: dict[str, Any] | None = None,
+               side: str | None = None) -> tuple[dict[str, Any], int, int]:
     """Evaluate `compiled` (with `overrides` of its reading settings) on the sample of the ToR run
     in `records_dir`, reading its recorded searches: (the evaluation's result, questions
     replayed, questions in the sample). The run's folder is only read; the replay's records go
@@ -244,7 +245,7 @@ def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: s
     spec = EvalSpec(program=found.program, dataset=recorded.dataset, split=recorded.split, n=recorded.n,
                     seed=recorded.seed, skip=recorded.skip, ids=recorded.ids, sample=recorded.sample, lm=lm,
                     api_base=api_base, retriever=recorded.retriever, corpus=recorded.corpus, params=params,
-                    cache=cache)
+                    cache=cache, side=side)
     counted: list[int] = []
 
     def only(examples: list) -> list:

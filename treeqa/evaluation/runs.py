@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, computed_field, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, computed_field, field_validator, model_validator
 
 from treeqa.data import DEFAULT_DATASET
 from treeqa.evaluation.tables import markdown_table
 from treeqa.programs import ProgramSpec, resolve_program
 from treeqa.retrievers import DEFAULT_KIND
-from treeqa.settings import default_runs_dir
+from treeqa.settings import default_runs_dir, recorded_command, without_userinfo
 
 RUNS_DIR = default_runs_dir()
 
@@ -56,8 +54,17 @@ class EvalSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     threads: int = Field(1, ge=1)
     cache: bool = True  # DSPy's response cache; off for runs whose costs are reported
+    # which side of an optimize run this is (None: a run of its own); the compiled side's records
+    # are not a zero-shot run's, so its key holds it
+    side: Literal["compiled", "zero-shot"] | None = None
 
     _resolved: ProgramSpec | None = PrivateAttr(default=None)
+
+    @field_validator("api_base")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        """A spec is written to a folder: a URL's `user:secret@` stays in this process alone."""
+        return without_userinfo(url)
 
     @model_validator(mode="after")
     def _known_names(self) -> EvalSpec:
@@ -103,6 +110,8 @@ class EvalSpec(BaseModel):
         """The fields that decide results (a field added later counts only when set, so the
         keys of earlier runs stay the same)."""
         out = self.model_dump(exclude={"threads", "api_base", "cache", "ids", "sample", "ids_sha256"})
+        if out["side"] != "compiled":  # a zero-shot side is the zero-shot run: a reference run adopts into it
+            del out["side"]
         if out["corpus"] is None:
             del out["corpus"]
         if not out["skip"]:
@@ -150,7 +159,55 @@ def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
 
 # what a run folder holds; a folder with anything else and no spec.json is not a run to write into
 RUN_FILES = frozenset({"spec.json", "predictions.jsonl", "predictions.jsonl.gz", "predictions.jsonl.tmp",
+                       "predictions.jsonl.adopting",
                        "summary.json", ".lock", "view.html"})
+
+
+SIDES = ("compiled", "zero-shot")
+# what an optimize run's folder holds (its compilers keep their records beside compiled.json)
+OPTIMIZE_FILES = frozenset({"spec.json", "compiled.json", "report.json", "report.md", *SIDES, ".lock", "view.html",
+                            "finetune", "query-calls.jsonl", "recorded-reads.jsonl"})
+KINDS = {"evaluate": "an evaluation run (treeqa evaluate)", "optimize": "an optimize run (treeqa optimize)"}
+
+
+def folder_kind(out_dir: Path) -> str | None:
+    """'optimize' or 'evaluate' for a folder a run wrote: by its spec.json (an optimize spec names
+    an optimizer), else by the files only that kind writes; None for anything else."""
+    spec_file = out_dir / "spec.json"
+    if spec_file.is_file():
+        try:
+            doc = json.loads(spec_file.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return None
+        return ("optimize" if "optimizer" in doc else "evaluate") if isinstance(doc, dict) else None
+    if not out_dir.is_dir():
+        return None
+    names = {p.name for p in out_dir.iterdir()}
+    if names & {"compiled.json", "report.json"}:
+        return "optimize"
+    if names & {"predictions.jsonl", "predictions.jsonl.gz", "summary.json"}:
+        return "evaluate"
+    return None
+
+
+def refuse_other_kind(out_dir: Path, kind: str) -> None:
+    """A folder of the other kind of run is refused, naming what it holds."""
+    found = folder_kind(out_dir)
+    if found is not None and found != kind:
+        raise ValueError(f"--out {out_dir} holds {KINDS[found]}, and this is {KINDS[kind]}: use another --out")
+
+
+def folder_side(out_dir: Path) -> str | None:
+    """The side of an optimize run `out_dir` is ('compiled' or 'zero-shot'), by its place in the
+    optimize folder: what tells the sides apart in folders written before specs held it."""
+    out_dir = Path(out_dir)
+    if out_dir.name in SIDES and folder_kind(out_dir.parent) == "optimize":
+        return out_dir.name
+    return None
+
+
+def _side_name(side: str | None) -> str:
+    return f"the {side} side of an optimize run" if side else "a run of its own (treeqa evaluate)"
 
 
 def refuse_foreign_folder(out_dir: Path) -> None:
@@ -171,6 +228,12 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
     spec_file = out_dir / "spec.json"
     if spec_file.is_file():
         earlier = read_spec(spec_file, "use another output folder")
+        side = earlier.side or folder_side(out_dir)
+        if side != spec.side:
+            raise ValueError(f"{out_dir} holds {_side_name(side)}, and this is {_side_name(spec.side)}: "
+                             "use another --out")
+        if earlier.side is None and spec.side is not None:
+            _name_the_side(out_dir, earlier, spec)
         if earlier.key() != spec.key():
             raise ValueError(f"{out_dir} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
@@ -186,6 +249,21 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
                              "use another --out")
     out_dir.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(spec.model_dump_json(indent=2))
+
+
+def _name_the_side(out_dir: Path, earlier: EvalSpec, spec: EvalSpec) -> None:
+    """An optimize side written before specs named their side: its records take the key of the
+    spec that names it, so the run resumes (and `earlier` is then that spec)."""
+    from treeqa.evaluation.records import RECORDS_NAME, read_records, rewrite_records
+
+    old_key, earlier.side = earlier.key(), spec.side
+    records = out_dir / RECORDS_NAME
+    if earlier.key() == old_key or not records.is_file():
+        return
+    kept = read_records(records)
+    if any(r.get("run") not in (None, old_key) for r in kept):
+        return  # another spec's records: refused as they are
+    rewrite_records(records, [{**r, "run": earlier.key()} for r in kept])
 
 
 def adopt_run(source: Path, out_dir: Path, spec: EvalSpec) -> None:
@@ -209,9 +287,16 @@ def check_adoptable(source: Path, spec: EvalSpec) -> None:
     if not spec_file.is_file():
         raise ValueError(f"{source} is not a run folder (no spec.json)")
     earlier = read_spec(spec_file)
+    side = earlier.side or folder_side(source)
+    if side == "compiled" and spec.side != "compiled":
+        raise ValueError(f"{source} is the compiled side of an optimize run, not a zero-shot run: give a run of "
+                         "the zero-shot program")
     if earlier.key() != spec.key():
         raise ValueError(f"{source} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                          f"  needed: {describe_spec(spec)}")
+    from treeqa.evaluation.records import check_whole
+
+    check_whole(source)
 
 
 def read_spec(spec_file: Path, advice: str = "") -> EvalSpec:
@@ -235,13 +320,13 @@ def describe_spec(spec: EvalSpec) -> str:
 
 
 @contextmanager
-def folder_lock(out_dir: Path) -> Iterator[None]:
-    """One evaluation writes to a folder at a time; a second is refused at once."""
+def folder_lock(out_dir: Path, run: str = "evaluation") -> Iterator[None]:
+    """One run writes to a folder at a time; a second is refused at once."""
     lock = FileLock(out_dir / ".lock", timeout=0)
     try:
         lock.acquire()
     except Timeout:
-        raise ValueError(f"another evaluation is writing to {out_dir}; wait for it or use another --out") from None
+        raise ValueError(f"another {run} is writing to {out_dir}; wait for it or use another --out") from None
     try:
         yield
     finally:
@@ -269,6 +354,7 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
     out_dir = Path(out) if out else spec.default_out()
     if out_dir.exists() and not out_dir.is_dir():
         raise ValueError(f"--out {out_dir} is a file, not a folder")
+    refuse_other_kind(out_dir, "evaluate")
     refuse_foreign_folder(out_dir)
     from treeqa.evaluation.records import RECORDS_NAME, refuse_compressed
 
@@ -340,7 +426,7 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
         data["corpus"] = f"your corpus {spec.corpus!r}" if spec.corpus else corpus_description(spec.dataset)
         data["retriever"] = spec.retriever
     summary = {"summary": result["summary"], "spec": spec.model_dump(), "data": data,
-               "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}
+               "command": recorded_command(), "versions": versions()}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return {"summary": result["summary"], "out": out_dir, "records": result["records"], "data": data,
             "table": markdown_table({label: result["summary"]})}

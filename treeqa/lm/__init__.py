@@ -21,7 +21,7 @@ from treeqa.lm._endpoint import EndpointLM, EndpointTimeoutError
 from treeqa.lm._engine import EngineStats, LlamaEngine, local_engine, request_messages
 from treeqa.lm._weights import ModelCorruptError, ModelMissingError, model_path, sha256_of
 from treeqa.lm._weights import install as install_model
-from treeqa.settings import get_settings
+from treeqa.settings import get_settings, remember_secret, with_userinfo, without_userinfo
 
 LOCAL_NAMES = ("local", "embedded")
 _cache_lock = threading.Lock()
@@ -132,7 +132,8 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         raise ValueError("a LoRA adapter is added to the embedded model only; an endpoint serves its own weights")
     settings = get_settings()
     api_key = api_key or (settings.api_key.get_secret_value() if settings.api_key else None)
-    if api_base:
+    if api_base:  # a spec stores it without userinfo; the request gets back what the user gave
+        api_base = with_userinfo(without_userinfo(api_base))
         kwargs["api_base"] = api_base
         spoken = server_dialect(name, api_base)
         if spoken != name and not api_key:
@@ -143,6 +144,7 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
             # a provider that refuses a field it does not know is asked again without it (EndpointLM)
             kwargs["extra_body"] = {**UNPENALISED, **(kwargs.get("extra_body") or {})}
     if api_key:
+        remember_secret(api_key)  # scrubbed from every failure text, log line and error of this process
         kwargs["api_key"] = api_key
     if "temperature" not in kwargs and not _is_openai_reasoning_model(name):
         # greedy, as the embedded engine is: a server's own default samples (llama.cpp's server,

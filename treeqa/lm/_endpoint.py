@@ -35,6 +35,8 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import is_retryable_lm_error
 
+from treeqa.settings import without_userinfo
+
 log = logging.getLogger(__name__)
 _CACHE_IGNORED = ("api_key",)
 _CLOSED_PORT = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there, the connection is refused
@@ -62,7 +64,8 @@ class EndpointLM(dspy.LM):
         kwargs.setdefault("timeout", deadline)
         super().__init__(model, cache=False, num_retries=0, **kwargs)  # retries and caching are done here
         self.deadline, self.retries, self.response_cache = float(deadline), retries, cache
-        self.endpoint = kwargs.get("api_base") or f"{model.split('/')[0]}'s default endpoint"
+        # the name errors and logs give it: without a URL's credentials
+        self.endpoint = without_userinfo(kwargs.get("api_base")) or f"{model.split('/')[0]}'s default endpoint"
         _warm_up(self)
 
     def __call__(self, prompt=None, *, messages=None, **kwargs):

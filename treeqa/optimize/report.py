@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 from treeqa.evaluation.runs import versions
 from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
 from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
+from treeqa.settings import recorded_command
 
 # what a compiler recorded of its fit, as report.md names it
 FITS = {"judge_fit": "judge fitted", "settings_search": "settings search", "reader_fit": "reader on recorded reads",
@@ -29,7 +28,7 @@ def write_report(spec, out_dir: Path, splits: dict[str, str], compiled: dict, ze
     report = {"spec": spec.model_dump(), "splits": splits, "data": compiled["data"],
               "zero_shot": zero["summary"] if zero else None, "compiled": compiled["summary"],
               "compiled_vs_zero_shot": paired, "compile": compile_info, "plan": calls,
-              "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "versions": versions()}
+              "command": recorded_command(), "versions": versions()}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     (out_dir / "report.md").write_text(_markdown(spec, report, table, paired_table, splits, trainset_size))
     return {"report": report, "table": table, "paired_table": paired_table}

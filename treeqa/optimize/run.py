@@ -14,6 +14,7 @@ evaluate (compiled, then zero-shot), report.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,16 @@ import treeqa.lm  # get_lm is looked up at each call (tests put a scripted LM in
 import treeqa.retrievers
 from treeqa.evaluation.records import records_file
 from treeqa.evaluation.replay import check_replay_source, replay_run
-from treeqa.evaluation.runs import EvalSpec, adopt_run, check_adoptable, run_evaluation, select_examples
+from treeqa.evaluation.runs import (
+    OPTIMIZE_FILES,
+    EvalSpec,
+    adopt_run,
+    check_adoptable,
+    folder_lock,
+    refuse_other_kind,
+    run_evaluation,
+    select_examples,
+)
 from treeqa.lm import adapter_for
 from treeqa.optimize.report import write_report
 from treeqa.optimize.spec import OptimizeSpec, make_teleprompter, plan, splits_for, stages
@@ -101,6 +111,25 @@ def _check_sources(spec: OptimizeSpec, eval_spec: EvalSpec) -> None:
         check_replay_source(Path(spec.replay_from), eval_spec)
 
 
+def refuse_foreign_optimize_folder(out_dir: Path) -> None:
+    """Refuse, before the lock or anything else is written there, a file, an evaluation's folder,
+    or a folder without spec.json holding what no optimize run writes, or a report without the
+    compiled.json it reports (which `_check_folder` then reads): a user's report.md or
+    compiled.json must not be replaced."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file, not a folder")
+    refuse_other_kind(out_dir, "optimize")
+    if not out_dir.is_dir() or (out_dir / "spec.json").is_file():
+        return
+    names = {p.name for p in out_dir.iterdir()}
+    reports = {"report.md", "report.json"} if "compiled.json" not in names else set()
+    strangers = sorted(name for name in names if name not in OPTIMIZE_FILES or name in reports)
+    if strangers:
+        shown = ", ".join(strangers[:5]) + (f" and {len(strangers) - 5} more" if len(strangers) > 5 else "")
+        raise ValueError(f"--out {out_dir} is not empty and holds no optimize run ({shown}): give a new or "
+                         "empty folder")
+
+
 def _check_folder(spec: OptimizeSpec, out_dir: Path) -> CompiledFile | None:
     """The folder holds nothing of another spec (its spec.json, its compiled.json); then this
     spec is written to it. Returns the folder's compiled file, read once, if it has one."""
@@ -123,10 +152,10 @@ def _check_folder(spec: OptimizeSpec, out_dir: Path) -> CompiledFile | None:
     return found
 
 
-def check(spec: OptimizeSpec, out_dir: Path) -> Checked:
+def check(spec: OptimizeSpec, out_dir: Path, hold: ExitStack | None = None) -> Checked:
     """Everything that can fail before an LM call: the sources, the samples (a train set too
     small for a held-out optimizer, one with no annotations for a compiler that needs them),
-    the index, the folder."""
+    the folder (claimed and locked before the index is built: `hold` keeps the lock), the index."""
     eval_spec = spec.eval_spec()
     _check_sources(spec, eval_spec)
     train_dataset = spec.train_from or spec.dataset
@@ -142,11 +171,14 @@ def check(spec: OptimizeSpec, out_dir: Path) -> Checked:
             raise ValueError(f"--optimizer {spec.optimizer}: none of the {len(trainset)} {train_dataset} "
                              f"{splits['train']} questions has two or more annotated gold paragraphs (hotpotqa, "
                              "2wikimultihopqa and musique have them)")
+    refuse_foreign_optimize_folder(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (hold or ExitStack()).enter_context(folder_lock(out_dir, "optimize"))  # a second run calls no LM
+    found = _check_folder(spec, out_dir)
     retriever = None
     if spec.resolved.needs_retriever:
         retriever = treeqa.retrievers.get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus)
     program = spec.resolved.build(retriever)
-    found = _check_folder(spec, out_dir)
     return Checked(out_dir, eval_spec, train_dataset, splits, trainset, fit_on, valset, retriever, program, found)
 
 
@@ -201,10 +233,12 @@ def evaluate_sides(spec: OptimizeSpec, checked: Checked, compiled: dspy.Module, 
         # a resumed run's file as read at the start; a fresh compile's as just written
         found = checked.compiled_file or CompiledFile.read(out_dir / "compiled.json")
         comp, replayed, _ = replay_run(Path(spec.replay_from), found, lm=spec.lm,
-                                       api_base=spec.api_base, out=out_dir / "compiled", cache=spec.cache)
+                                       api_base=spec.api_base, out=out_dir / "compiled", cache=spec.cache,
+                                       side="compiled")
         echo(f"      read from the recorded searches of {spec.replay_from} ({replayed} of {spec.dev} questions)")
     else:
-        comp = run_evaluation(checked.eval_spec, out_dir / "compiled", program=compiled)
+        comp = run_evaluation(checked.eval_spec.model_copy(update={"side": "compiled"}), out_dir / "compiled",
+                              program=compiled)
     if not spec.zero_shot:
         echo("[3/3] zero-shot side skipped (--no-zero-shot)")
         return comp, None
@@ -213,7 +247,8 @@ def evaluate_sides(spec: OptimizeSpec, checked: Checked, compiled: dspy.Module, 
         adopt_run(Path(spec.zero_shot_from), zero_dir, checked.eval_spec)
         echo(f"      zero-shot records taken from {spec.zero_shot_from}")
     echo(f"[3/3] zero-shot {spec.program} on the same {spec.dev} questions")
-    zero = run_evaluation(checked.eval_spec, zero_dir, program=spec.resolved.build(checked.retriever))
+    zero = run_evaluation(checked.eval_spec.model_copy(update={"side": "zero-shot"}), zero_dir,
+                          program=spec.resolved.build(checked.retriever))
     return comp, zero
 
 
@@ -225,10 +260,12 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
     echo(plan_line(spec, calls))
     if plan_only:  # computed from the settings: no data read, no index built, no model loaded
         return {"plan": calls, "out": out_dir}
-    checked = check(spec, out_dir)
-    compiled, compile_info = compile_program(spec, checked, treeqa.lm.get_lm(spec.lm, api_base=spec.api_base), echo)
-    comp, zero = evaluate_sides(spec, checked, compiled, echo)
-    written = write_report(spec, out_dir, checked.splits, comp, zero, compile_info, calls, len(checked.trainset))
+    with ExitStack() as hold:  # the folder's lock, from its claim in `check` to the report
+        checked = check(spec, out_dir, hold)
+        compiled, compile_info = compile_program(spec, checked, treeqa.lm.get_lm(spec.lm, api_base=spec.api_base), echo)
+        comp, zero = evaluate_sides(spec, checked, compiled, echo)
+        written = write_report(spec, out_dir, checked.splits, comp, zero, compile_info, calls,
+                               len(checked.trainset))
     echo(written["table"])
     if written["paired_table"]:
         echo(written["paired_table"])

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from pydantic import BaseModel, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
 
 from treeqa.data import DEFAULT_DATASET, EVAL_SPLITS, SPLITS
 from treeqa.data.sample_ids import ids_sha256
@@ -18,6 +18,7 @@ from treeqa.evaluation.runs import (
 )
 from treeqa.programs import DEFAULT_PROGRAM, PROGRAMS, ProgramSpec, resolve_program
 from treeqa.retrievers import DEFAULT_KIND
+from treeqa.settings import without_userinfo
 from treeqa.teleprompt import CompileContext, compilers
 
 
@@ -114,6 +115,12 @@ class OptimizeSpec(BaseModel):
     _resolved: ProgramSpec | None = PrivateAttr(default=None)
     _default_note: str | None = PrivateAttr(default=None)
 
+    @field_validator("api_base")
+    @classmethod
+    def _no_credentials(cls, url: str | None) -> str | None:
+        """Written to spec.json and report.json: a URL's `user:secret@` stays in this process alone."""
+        return without_userinfo(url)
+
     @model_validator(mode="after")
     def _known_names(self) -> OptimizeSpec:
         """Unknown names and bad settings fail before any folder is made or any LM is called;
@@ -190,12 +197,14 @@ class OptimizeSpec(BaseModel):
                 preset = f" --preset {self.preset}" if self.preset else ""
                 raise ValueError(f"--optimizer {self.optimizer}: {self.program}{preset} {reason}")
 
-    def eval_spec(self) -> EvalSpec:
+    def eval_spec(self, side: str | None = None) -> EvalSpec:
+        """The evaluation of the program on the dev questions: of one side of this run ('compiled'
+        or 'zero-shot'), or (None) a run of its own, as a reference run a zero-shot side adopts."""
         _, dev_split = splits_for(self.dataset)
         return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
                         skip=self.skip, ids=self.ids, sample=self.sample, lm=self.lm, api_base=self.api_base,
                         retriever=self.retriever, corpus=self.corpus, preset=self.preset,
-                        params=self.params, threads=self.threads, cache=self.cache)
+                        params=self.params, threads=self.threads, cache=self.cache, side=side)
 
     def default_out(self) -> Path:
         label = self.program + (f"-{self.preset}" if self.preset else "")

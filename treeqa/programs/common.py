@@ -134,8 +134,11 @@ class Retrieving(QAProgram):
 # --- LM calls -----------------------------------------------------------------------------------
 
 def record_failure(failures: list[dict], where: str, exc: BaseException) -> None:
-    failures.append({"where": where, "error": type(exc).__name__, "message": str(exc)[:500]})
-    log.warning("LM call %s failed: %s: %s", where, type(exc).__name__, str(exc)[:200])
+    from treeqa.settings import redact
+
+    message = redact(str(exc))  # an endpoint's error may echo the request's Authorization header
+    failures.append({"where": where, "error": type(exc).__name__, "message": message[:500]})
+    log.warning("LM call %s failed: %s: %s", where, type(exc).__name__, message[:200])
 
 
 def _raised_by_us(exc: BaseException) -> bool:

@@ -17,6 +17,7 @@ import dspy
 from treeqa.data.answers import RECALL_K
 from treeqa.programs.common import listening
 from treeqa.serving.errors import ServeError, no_answer, public_failure, scrub
+from treeqa.settings import redact
 
 PASSAGE_CHARS = 1200  # passages in a response are cut to this length
 
@@ -116,7 +117,7 @@ class Runner:
             out["confidence"] = float(prediction.confidence)
         for failure in getattr(prediction, "failures", None) or []:
             log.warning("LM call %s failed: %s: %s", failure.get("where"), failure.get("error"),
-                        str(failure.get("message"))[:500])
+                        redact(str(failure.get("message")))[:500])
         if not out["answer"].strip() and out["failures"]:
             raise no_answer(out["failures"])
         return scrub(json.loads(json.dumps(out, default=str)))  # plain JSON, whatever the tree holds
