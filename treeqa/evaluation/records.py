@@ -117,46 +117,65 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if path.name.endswith(COMPRESSED_SUFFIX) else path.open("rb")
 
 
-def read_records(path: Path) -> list[dict]:
+def read_records(path: Path, skipped: list[str] | None = None) -> list[dict]:
     """Records of an earlier run, one per question id (a later line for an id replaces an
     earlier one); a `.gz` file is read decompressed (`records_file` finds a folder's). A line
     that cannot be a record (torn by a kill mid-write, not UTF-8, nested too deeply to parse,
-    over MAX_RECORD_BYTES, not a JSON object with an `id` and numeric `em` and `f1`) is skipped
-    with a warning naming the file and line; a compressed file cut short or corrupt keeps the
-    records before the fault, with a warning."""
+    holding NaN or a number that is not finite, over MAX_RECORD_BYTES, not a JSON object with an
+    `id` and numeric `em` and `f1`) is skipped with a warning naming the file and line; a
+    compressed file cut short or corrupt keeps the records before the fault, with a warning.
+    `skipped`, when given, gets one line for each such fault (what a page of the run must name)."""
     path = Path(path)
     if not path.is_file():
         return []
     records: dict[str, dict] = {}
+    noted = skipped if skipped is not None else []
     with _open_binary(path) as fh:
         try:
-            _read_into(records, path, fh)
+            _read_into(records, path, fh, noted)
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             log.warning("%s: compressed records cut short or corrupt (%s); %d records read before it",
                         path, exc, len(records))
+            noted.append(f"{path}: compressed records cut short or corrupt after {len(records)} records")
     return list(records.values())
 
 
-def _read_into(records: dict[str, dict], path: Path, fh) -> None:
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 reads as infinity
+        raise ValueError(f"number {text[:40]} is not finite")
+    return value
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number a record may hold")
+
+
+def _read_into(records: dict[str, dict], path: Path, fh, noted: list[str]) -> None:
+    def skip(lineno: int, why: str) -> None:
+        log.warning("%s, line %d: skipped, %s", path, lineno, why)
+        noted.append(f"{path}, line {lineno}: {why}")
+
     for lineno, raw in _lines(fh, MAX_RECORD_BYTES):
         if raw is None:
-            log.warning("%s, line %d: skipped, over %d bytes (not a record)", path, lineno, MAX_RECORD_BYTES)
+            skip(lineno, f"over {MAX_RECORD_BYTES} bytes (not a record)")
             continue
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            log.warning("%s, line %d: skipped, not a readable record (%s)", path, lineno, exc)
+            # NaN, Infinity and numbers too large for a float are refused: figures summed from them are not
+            record = json.loads(raw.decode("utf-8"), parse_float=_finite_float, parse_constant=_no_constant)
+        except ValueError as exc:  # not UTF-8, not JSON, a number that is not finite
+            skip(lineno, f"not a readable record ({str(exc)[:200]})")
             continue
         except RecursionError:
-            log.warning("%s, line %d: skipped, nested too deeply to be a record", path, lineno)
+            skip(lineno, "nested too deeply to be a record")
             continue
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-            log.warning("%s, line %d: skipped, a record needs a string id", path, lineno)
+            skip(lineno, "a record needs a string id")
             continue
         if not all(_finite_number(record.get(key)) for key in ("em", "f1")):
-            log.warning("%s, line %d: skipped, a record needs numbers 'em' and 'f1'", path, lineno)
+            skip(lineno, "a record needs numbers 'em' and 'f1'")
             continue
         records[record["id"]] = record
 

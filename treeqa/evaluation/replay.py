@@ -54,10 +54,9 @@ def rebuild_run(tree: dict[str, Any], passages: Mapping[str, Passage]) -> Review
     accepted node (its path from the first level down, with its analysis).
     """
     run = ReviewRun(tree["question"])
+    check_tree(tree)
     names = {f.name for f in dataclasses.fields(ReviewNode)}
     run.nodes = [ReviewNode(**{k: v for k, v in values.items() if k in names}) for values in tree["nodes"]]
-    if not run.nodes or run.nodes[0].node != 0 or any(n.node != i for i, n in enumerate(run.nodes)):
-        raise ReplayError("the recorded tree's nodes are not numbered 0, 1, 2, ... from the root")
     children: dict[int, list[ReviewNode]] = defaultdict(list)
     for node in run.nodes[1:]:
         children[node.parent].append(node)
@@ -80,6 +79,25 @@ def rebuild_run(tree: dict[str, Any], passages: Mapping[str, Passage]) -> Review
             run.add_evidence(path[::-1], node.analysis, node.node)
     run.stats.update({k: v for k, v in tree.get("stats", {}).items() if k in run.stats})
     return run
+
+
+def check_tree(tree: dict[str, Any]) -> None:
+    """Refuse a recorded tree that is not one: nodes numbered 0, 1, 2, ... from the root, each
+    node's parent an earlier node (a search adds a child after its parent), so that walking up
+    from any node ends at the root. A hostile record whose node is its own parent (or any cycle)
+    would otherwise loop until memory runs out."""
+    nodes = tree.get("nodes") if isinstance(tree, dict) else None
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(n, dict) for n in nodes):
+        raise ReplayError("the recorded tree has no list of nodes")
+    for i, values in enumerate(nodes):
+        number, parent = values.get("node"), values.get("parent")
+        if type(number) is not int or number != i:
+            raise ReplayError("the recorded tree's nodes are not numbered 0, 1, 2, ... from the root")
+        if i == 0 and parent is not None:
+            raise ReplayError("the recorded tree's root has a parent: not a tree")
+        if i > 0 and not (type(parent) is int and 0 <= parent < i):
+            raise ReplayError(f"the recorded tree's node {i} has parent {str(parent)[:40]!r}, not an earlier node "
+                              "(a cycle, or not a tree): refused")
 
 
 def check_same_search(source: CompiledFile, target: CompiledFile) -> None:
@@ -126,8 +144,12 @@ def recorded_trees(records: list[dict], reader: str) -> dict[str, dict]:
     trees = {}
     for record in records:
         tree = record.get("tree")
-        if not tree or record.get("error") or not tree.get("nodes"):
+        if not isinstance(tree, dict) or record.get("error") or not tree.get("nodes"):
             continue
+        try:
+            check_tree(tree)
+        except ReplayError as exc:
+            raise ReplayError(f"record {str(record.get('id'))[:80]!r}: {exc}") from None
         split = "lm_seconds_by_predictor" in record  # records made before it was kept cannot split out the reading
         fuse_calls = (record.get("lm_calls_by_predictor") or {}).get(reader, 0)
         fuse_seconds = (record.get("lm_seconds_by_predictor") or {}).get(reader, 0.0)
@@ -289,7 +311,7 @@ def check_replay_source(records_dir: Path, spec) -> None:
               if getattr(recorded, k) != getattr(spec, k)]
     if differ:
         raise ReplayError(f"{records_dir} is not a run of these questions: " + "; ".join(differ))
-    run_records(records_dir, recorded)
+    recorded_trees(run_records(records_dir, recorded), replayable(spec.program).reader)  # each a tree, before a compile
 
 
 def run_records(records_dir: Path, recorded) -> list[dict]:
