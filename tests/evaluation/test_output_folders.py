@@ -28,7 +28,7 @@ def test_a_folder_holding_something_else_is_not_claimed(tmp_path):
 
 
 def test_view_overwrites_only_its_own_page(tmp_path, monkeypatch):
-    monkeypatch.setattr(view, "load_run", lambda run_dir: {"title": "a run", "questions": []})
+    monkeypatch.setattr(view, "load_run", lambda run_dir, skipped=None: {"title": "a run", "questions": []})
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me")
     with pytest.raises(ValueError, match="is not a page `treeqa view` wrote"):

@@ -96,3 +96,36 @@ def test_5_an_optimize_folder_written_before_sides_were_recorded_still_resumes(l
     assert len(lm._engine_spec.calls) == calls  # resumed: nothing asked again
     assert report["compiled"]["n"] == 2 and report["zero_shot"]["n"] == 2
     assert json.loads((out / "compiled" / "spec.json").read_text())["side"] == "compiled"
+
+
+def _torn_gzip(run_dir):
+    """Compress a run's records, then cut the file short (a copy that stopped halfway)."""
+    import gzip
+
+    plain = run_dir / "predictions.jsonl"
+    data = gzip.compress(plain.read_bytes() * 50)
+    (run_dir / "predictions.jsonl.gz").write_bytes(data[: len(data) // 2])
+    plain.unlink()
+
+
+def test_9_zero_shot_from_torn_compressed_records_is_refused_before_the_compile(lm, tmp_path):
+    reference = tmp_path / "reference"
+    run_evaluation(_plain(), reference)
+    _torn_gzip(reference)
+    calls = len(lm._engine_spec.calls)
+    with pytest.raises(ValueError, match="predictions.jsonl.gz is cut short or corrupt"):
+        run_optimize(_spec(zero_shot_from=str(reference)), tmp_path / "O")
+    assert len(lm._engine_spec.calls) == calls and not (tmp_path / "O").exists()
+
+
+def test_9_an_adoptions_copy_is_whole_or_absent(lm, tmp_path):
+    from treeqa.evaluation.records import copy_records
+
+    reference = tmp_path / "reference"
+    run_evaluation(_plain(), reference)
+    _torn_gzip(reference)
+    target = tmp_path / "zero-shot"
+    target.mkdir()
+    with pytest.raises(ValueError, match="cut short or corrupt"):
+        copy_records(reference, target)
+    assert list(target.iterdir()) == []  # no half copy a rerun would take for the adopted run
