@@ -209,3 +209,38 @@ def test_bfloat16_lower_layers_stay_close_to_float32_and_cache_apart(tmp_path):
     assert next(lower.model.get_base_model().model.layers[3].parameters()).dtype == torch.float32
     with pytest.raises(ValueError, match="lower_dtype"):
         LoraRecipe(lower_dtype="int8")
+
+
+def test_9_an_edited_checkpoint_step_starts_over(tmp_path):
+    """A checkpoint's step past its training (10000 of 4) is not a point of it: without this
+    check the loop was skipped and the untrained adapter reported as finished."""
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1)
+    LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(examples(4), progress=False)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    torch.save({**state, "step": 10000}, tmp_path / "checkpoint.pt")
+    steps = []
+    report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(4), progress=False, on_step=lambda step, loss: steps.append(step))
+    assert steps == [1, 2, 3, 4] and report.finished and report.steps_done == 4
+
+
+def test_9_empty_replies_are_skipped_and_counted(tmp_path, settings_env):
+    from treeqa.lm.provider import train_adapter
+
+    settings_env(cache_dir=tmp_path / "cache")
+    model = tiny_model()
+    model.base_id = "tiny"
+
+    def chat(reply):
+        return {"messages": [{"role": "user", "content": "capital of france?"},
+                             {"role": "assistant", "content": reply}]}
+
+    chats = [chat('{"answer": "paris"}'), chat(""), chat('{"answer": "rome"}'), chat("  \n")]
+    _, report = train_adapter(chats, tmp_path / "run", LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1),
+                              progress=False, base=(tiny_tokenizer(), model))
+    record = json.loads((tmp_path / "run" / "training.json").read_text())
+    assert report.examples == 2 and record["train_data"]["chats"] == 2
+    assert record["train_data"]["empty_replies_skipped"] == 2
+    trained = (tmp_path / "run" / "train-data.jsonl").read_text().splitlines()
+    assert [json.loads(line)["messages"][-1]["content"] for line in trained] == ['{"answer": "paris"}',
+                                                                                 '{"answer": "rome"}']

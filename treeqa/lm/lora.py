@@ -336,7 +336,7 @@ class LoraTrainer:
         total = len(order)
         optimizer = torch.optim.AdamW(self.trainable(), lr=self.recipe.learning_rate, weight_decay=0.0)
         fingerprint = self.fingerprint(kept, validation)
-        run = _Progress(*self._resume(optimizer, fingerprint))
+        run = _Progress(*self._resume(optimizer, fingerprint, total))
         run.caching = self._warm_cache(kept, run.step)
         bar = tqdm(total=total, initial=run.step, desc="training LoRA", unit="ex", disable=not progress)
         self.model.train()
@@ -502,7 +502,7 @@ class LoraTrainer:
             if self.best is None or stale != self._best_path():
                 stale.unlink(missing_ok=True)
 
-    def _resume(self, optimizer, fingerprint: str) -> tuple[int, list[float]]:
+    def _resume(self, optimizer, fingerprint: str, total: int) -> tuple[int, list[float]]:
         import torch
         from peft import set_peft_model_state_dict
 
@@ -516,6 +516,12 @@ class LoraTrainer:
             return 0, []
         if state.get("fingerprint") != fingerprint:
             log.warning("%s is of other examples, recipe or base weights: training from the start", path)
+            return 0, []
+        step, losses = state.get("step"), state.get("losses")
+        if type(step) is not int or not 0 <= step <= total or not isinstance(losses, list) or len(losses) != step:
+            # an edited step (10000 of 48) would skip the training and call the untrained adapter done
+            log.warning("%s says example %s of %d, with %s losses: not a point of this training; training from "
+                        "the start", path, str(step)[:40], total, len(losses) if isinstance(losses, list) else "no")
             return 0, []
         set_peft_model_state_dict(self.model, state["lora"])
         optimizer.load_state_dict(state["optimizer"])

@@ -135,6 +135,14 @@ def read_chats(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _empty_reply(chat: dict) -> bool:
+    """Whether a training chat ends with an assistant's reply that is empty (or blank); a chat
+    that ends otherwise is `chat_tokens`'s error."""
+    messages = (chat.get("messages") or []) if isinstance(chat, dict) else []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    return last.get("role") == "assistant" and not str(last.get("content") or "").strip()
+
+
 def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: float | None = None,
                   progress: bool = True, base=None, validation: list[dict] | None = None,
                   validate_every: int | None = None, device: str = "auto") -> tuple[Path, Any]:
@@ -158,8 +166,14 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    replied = [chat for chat in chats if not _empty_reply(chat)]
+    empty = len(chats) - len(replied)
+    if empty:  # trained on, an empty reply teaches the model to stop before it answers
+        log.warning("%d of %d training chats have an empty reply: left out", empty, len(chats))
+    chats = replied
     if not chats:
-        raise ValueError("no training examples: nothing to fine-tune on")
+        raise ValueError("no training examples" + (f" with a reply ({empty} empty ones left out)" if empty else "")
+                         + ": nothing to fine-tune on")
     data_path = out_dir / "train-data.jsonl"
     data_path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
     if base is None:
@@ -181,7 +195,8 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
     adapter = write_adapter(weights, out_dir / "adapter.gguf", alpha=recipe.alpha,
                             architecture=getattr(model, "architecture", None) or "qwen2")
     record = {"base_sha256": base_id, "recipe": recipe.to_dict(), "report": report.to_dict(),
-              "train_data": {"file": data_path.name, "chats": len(chats), "sha256": sha256_of(data_path)},
+              "train_data": {"file": data_path.name, "chats": len(chats), "empty_replies_skipped": empty,
+                             "sha256": sha256_of(data_path)},
               "validation_chats": len(held_out), "adapter_weights": "best point" if report.best and report.finished
               else "last step",
               "adapter": {"file": adapter.name, "bytes": adapter.stat().st_size, "sha256": sha256_of(adapter)},
