@@ -184,8 +184,23 @@ def safe_call(predictor: Callable[..., dspy.Prediction], failures: list[dict], w
     except Exception as exc:  # noqa: BLE001 - every LM-side failure is recorded, none propagates
         if is_our_bug(exc):
             raise
+        if no_lm(predictor):
+            raise NoLMError("no LM is configured: call treeqa.lm.configure('local') (or dspy.configure(lm=...)) "
+                            "before calling a program") from exc
         record_failure(failures, where, exc)
         return None
+
+
+class NoLMError(RuntimeError):
+    """A program was called with no LM configured: not a failed call to record, the caller's setup."""
+
+
+def no_lm(predictor) -> bool:
+    """Whether neither DSPy's settings nor `predictor` (or any predictor inside it) has an LM."""
+    if dspy.settings.lm is not None:
+        return False
+    inner = predictor.predictors() if callable(getattr(predictor, "predictors", None)) else [predictor]
+    return all(getattr(p, "lm", None) is None for p in inner)
 
 
 def map_calls(fn: Callable[[T], R], items: Sequence[T], threads: int) -> list[R]:

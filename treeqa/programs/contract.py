@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import dspy
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 
 from treeqa.lm.adapter import attach, recorded_adapter
 from treeqa.registry import Registry
@@ -23,6 +23,22 @@ from treeqa.registry import Registry
 NOT_SETTINGS = ("self", "retriever", "embed_fn")  # constructor arguments that are objects, not settings
 DEPLOYMENT_SETTINGS = ("threads",)  # how a program runs on this machine, not what it computes
 SETTINGS_STATE_KEY = "treeqa_settings"  # where a program's settings travel in DSPy's saved state
+
+
+def _counts(hint: Any) -> bool:
+    """Whether a setting's type is a number (or numbers) and never a boolean: `k: int`,
+    `widths: tuple[int, ...]`, `threshold: float | None`."""
+    args = typing.get_args(hint)
+    if hint is bool or bool in args:
+        return False
+    return hint in (int, float) or any(_counts(arg) for arg in args)
+
+
+def _no_bool(value: Any) -> Any:
+    """pydantic takes True for 1 in a number field: `--param k=true` would silently be k=1."""
+    if isinstance(value, bool) or (isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value)):
+        raise ValueError("a number is needed, not true or false")
+    return value
 
 
 def _same_class(old: type, new: type) -> bool:
@@ -87,7 +103,10 @@ class QAProgram(dspy.Module):
             for param in inspect.signature(cls.__init__).parameters.values():
                 if param.name in NOT_SETTINGS or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                     continue
-                fields[param.name] = (hints.get(param.name, Any), param.default)
+                hint = hints.get(param.name, Any)
+                if _counts(hint):
+                    hint = typing.Annotated[hint, BeforeValidator(_no_bool)]
+                fields[param.name] = (hint, param.default)
             QAProgram._settings_models[cls] = create_model(
                 f"{cls.__name__}Settings", __config__=ConfigDict(extra="forbid"), **fields)
         return QAProgram._settings_models[cls]
