@@ -96,7 +96,7 @@ def check_tree(tree: dict[str, Any]) -> None:
         if i == 0 and parent is not None:
             raise ReplayError("the recorded tree's root has a parent: not a tree")
         if i > 0 and not (type(parent) is int and 0 <= parent < i):
-            raise ReplayError(f"the recorded tree's node {i} has parent {str(parent)[:40]!r}, not an earlier node "
+            raise ReplayError(f"the recorded tree's node {i} has parent {repr(parent)[:40]}, not an earlier node "
                               "(a cycle, or not a tree): refused")
 
 
