@@ -151,7 +151,8 @@ _SECRETS: set[str] = set()
 _URL_CREDENTIALS: dict[str, str] = {}  # an api_base without userinfo -> the one the user gave
 _SECRETS_LOCK = threading.Lock()
 _AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=%-]+")
-_KEY_FIELD = re.compile(r"""(?i)\b(api[_-]?key|authorization|x-api-key)(["']?\s*[:=]\s*["']?)[^\s"',}]+""")
+_KEY_FIELD = re.compile(r"""(?i)\b(api[_-]?key|authorization|x-api-key)(["']?\s*[:=]\s*["']?)"""
+                        r"""(?!(?:bearer|basic)\s)[^\s"',}]+""")  # a scheme's credentials: _AUTH_SCHEME's
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
 _KEY_OPTION = re.compile(r"^--api-key(=.*)?$")
 
