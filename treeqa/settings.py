@@ -166,7 +166,10 @@ def remember_secret(value: str | None) -> None:
 
 
 def _known_secrets() -> list[str]:
-    settings_key = get_settings().api_key
+    try:
+        settings_key = get_settings().api_key
+    except ValueError:  # a bad TREEQA_* variable: the error being reported may be that one
+        settings_key = None
     if settings_key is not None:
         remember_secret(settings_key.get_secret_value())
     with _SECRETS_LOCK:
