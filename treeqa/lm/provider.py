@@ -143,6 +143,35 @@ def _empty_reply(chat: dict) -> bool:
     return last.get("role") == "assistant" and not str(last.get("content") or "").strip()
 
 
+def _replied(chats: list[dict]) -> tuple[list[dict], int]:
+    """The chats whose reply is not empty, and how many were: trained on, an empty reply teaches
+    the model to stop before it answers."""
+    replied = [chat for chat in chats if not _empty_reply(chat)]
+    empty = len(chats) - len(replied)
+    if empty:
+        log.warning("%d of %d training chats have an empty reply: left out", empty, len(chats))
+    if not replied:
+        raise ValueError("no training examples" + (f" with a reply ({empty} empty ones left out)" if empty else "")
+                         + ": nothing to fine-tune on")
+    return replied, empty
+
+
+def _write_record(out_dir: Path, base_id: str, recipe, report, data_path: Path, chats: int, empty: int,
+                  validation: int, adapter: Path) -> None:
+    """training.json (recipe, figures, what was trained on, the adapter) and curve.json."""
+    from treeqa.lm.adapter import sha256_of
+
+    record = {"base_sha256": base_id, "recipe": recipe.to_dict(), "report": report.to_dict(),
+              "train_data": {"file": data_path.name, "chats": chats, "empty_replies_skipped": empty,
+                             "sha256": sha256_of(data_path)},
+              "validation_chats": validation,
+              "adapter_weights": "best point" if report.best and report.finished else "last step",
+              "adapter": {"file": adapter.name, "bytes": adapter.stat().st_size, "sha256": sha256_of(adapter)},
+              "losses": [round(x, 4) for x in report.losses]}
+    (out_dir / "training.json").write_text(json.dumps(record, indent=2))
+    (out_dir / "curve.json").write_text(json.dumps({"curve": report.curve, "best": report.best}, indent=2))
+
+
 def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: float | None = None,
                   progress: bool = True, base=None, validation: list[dict] | None = None,
                   validate_every: int | None = None, device: str = "auto") -> tuple[Path, Any]:
@@ -161,19 +190,12 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
         device: "cpu", "cuda" or "auto" (cuda where torch sees one); logged.
     """
     from treeqa.lm import base_model_sha256
-    from treeqa.lm.adapter import sha256_of, write_adapter
+    from treeqa.lm.adapter import write_adapter
     from treeqa.lm.lora import LoraTrainer, chat_tokens
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    replied = [chat for chat in chats if not _empty_reply(chat)]
-    empty = len(chats) - len(replied)
-    if empty:  # trained on, an empty reply teaches the model to stop before it answers
-        log.warning("%d of %d training chats have an empty reply: left out", empty, len(chats))
-    chats = replied
-    if not chats:
-        raise ValueError("no training examples" + (f" with a reply ({empty} empty ones left out)" if empty else "")
-                         + ": nothing to fine-tune on")
+    chats, empty = _replied(chats)
     data_path = out_dir / "train-data.jsonl"
     data_path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
     if base is None:
@@ -194,15 +216,7 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
     weights = trainer.best_lora_state() if report.finished else trainer.lora_state()
     adapter = write_adapter(weights, out_dir / "adapter.gguf", alpha=recipe.alpha,
                             architecture=getattr(model, "architecture", None) or "qwen2")
-    record = {"base_sha256": base_id, "recipe": recipe.to_dict(), "report": report.to_dict(),
-              "train_data": {"file": data_path.name, "chats": len(chats), "empty_replies_skipped": empty,
-                             "sha256": sha256_of(data_path)},
-              "validation_chats": len(held_out), "adapter_weights": "best point" if report.best and report.finished
-              else "last step",
-              "adapter": {"file": adapter.name, "bytes": adapter.stat().st_size, "sha256": sha256_of(adapter)},
-              "losses": [round(x, 4) for x in report.losses]}
-    (out_dir / "training.json").write_text(json.dumps(record, indent=2))
-    (out_dir / "curve.json").write_text(json.dumps({"curve": report.curve, "best": report.best}, indent=2))
+    _write_record(out_dir, base_id, recipe, report, data_path, len(chats), empty, len(held_out), adapter)
     del trainer
     if base is None:
         del model

@@ -28,6 +28,7 @@ import dspy
 
 from treeqa.programs.contract import QAProgram
 from treeqa.retrievers.base import Retriever
+from treeqa.settings import redact
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -134,8 +135,6 @@ class Retrieving(QAProgram):
 # --- LM calls -----------------------------------------------------------------------------------
 
 def record_failure(failures: list[dict], where: str, exc: BaseException) -> None:
-    from treeqa.settings import redact
-
     message = redact(str(exc))  # an endpoint's error may echo the request's Authorization header
     failures.append({"where": where, "error": type(exc).__name__, "message": message[:500]})
     log.warning("LM call %s failed: %s: %s", where, type(exc).__name__, message[:200])
