@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# torch's CPU build: this index serves it on a plain PyPI machine (PyPI's own torch pulls CUDA
+# packages, several GB); point it elsewhere (a mirror, or PyPI's index for the CUDA build)
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIN := torch==$(shell sed -n 's/^torch==//p' constraints.txt)
 
 .PHONY: install model lint browser demo compare test test-fast clean-cache
 
@@ -15,8 +19,10 @@ LLAMA_PIN = llama-cpp-python[server]==$(shell sed -n 's/^llama_cpp_python==//p' 
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# the local CPU build of torch first, so nothing pulls CUDA wheels
-	$(BIN)/pip install -q torch==2.13.0
+	# torch's CPU build first, so nothing later pulls CUDA wheels: a wheel pip's --find-links folders
+	# hold, else TORCH_INDEX's (make TORCH_INDEX= leaves pip to its own indexes)
+	$(BIN)/pip install -q --no-index "$(TORCH_PIN)" 2>/dev/null || \
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--extra-index-url "$(TORCH_INDEX)") "$(TORCH_PIN)"
 	# llama-cpp-python compiles from source (about 3-5 minutes on 2 cores); rebuilt whenever this
 	# stamp is stale and never taken from pip's wheel cache, which ignores the build flags
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_PIN)"
@@ -42,9 +48,12 @@ compare: model
 lint: install
 	$(BIN)/ruff check .
 
-# the page's browser test drives Debian's chromium (no browser download: none can be reached)
+# the page's browser test drives Debian's chromium (no browser download: none can be reached);
+# without root it is not installed, and the test skips itself
 browser:
-	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	else echo "no chromium and not root: the page's browser test is skipped (apt-get install chromium as root runs it)"; fi
 
 test: model lint browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

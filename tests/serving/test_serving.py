@@ -252,9 +252,9 @@ def live_server():
 
 def test_the_page_draws_the_tree_and_shows_a_clicked_node(live_server, tmp_path):
     if CHROMIUM is None:
-        if os.environ.get("CI"):
+        if os.environ.get("CI") and os.geteuid() == 0:  # root's `make test` installed it: missing is a fault
             pytest.fail("chromium is missing: `make test` installs Debian's chromium package")
-        pytest.skip("no chromium on this machine (make test installs it)")
+        pytest.skip("no chromium on this machine (`make test` installs it where it runs as root)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
