@@ -6,8 +6,8 @@ Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa 
 (report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
 (EM and F1 with 95% bootstrap intervals), like pyserini's regression files, and for each
 `--pair A:B` (runs named by their folder's name, optimize runs with their compiled records)
-the paired comparison on their common questions. docs/results.md is rebuilt from every YAML
-here (`results_page.py`); README.md in this folder is written by hand and quotes them.
+the paired comparison on their common questions. docs/results.md and the README's headline table
+are rebuilt from every YAML here (`results_page.py`); README.md in this folder is written by hand and quotes them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from treeqa.evaluation.records import read_records, records_file
 from treeqa.evaluation.stats import compare_records, run_intervals
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # results_page beside it, however this is loaded
-from results_page import PAGE, page  # noqa: E402 (the page rebuilt from the YAMLs)
+from results_page import write_pages  # noqa: E402 (docs/results.md and the README's table, from the YAMLs)
 
 HERE = Path(__file__).parent
 FIGURES = ["n", "em", "em_ci", "f1", "f1_ci", "recall@15", "recall@15_questions", "answer_hit@15", "lm_calls_per_q",
@@ -91,8 +91,8 @@ def main() -> None:
     if args.pair:
         doc["comparisons"] = _pairs(args.runs, args.pair)
     (HERE / f"{args.name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
-    PAGE.write_text(page())  # docs/results.md, from the same YAMLs
-    print(f"wrote {HERE / (args.name + '.yaml')} and {PAGE}")
+    print(f"wrote {HERE / (args.name + '.yaml')}")
+    write_pages()  # docs/results.md and the README's table, from the same YAMLs
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,3 +52,65 @@ def test_the_benchmarks_readme_quotes_only_the_files_it_links():
         if not is_table:
             above = linked
     assert checked > 100
+
+
+def _readme_table() -> list[list[str]]:
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("<!-- the table below is generated"):text.index("<!-- end of the generated table -->")]
+    rows = [line.strip("|").split("|") for line in block.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+CELL = re.compile(r"^(?P<em>[\d.]+) (?:\[(?P<lo>\S+), (?P<hi>\S+)\]|\((?P<d>\S+) \[(?P<dlo>\S+), (?P<dhi>\S+)\]\))$")
+
+
+def _close(shown: str, value: float) -> bool:
+    shown = shown.replace("−", "-")
+    return abs(float(shown) - value) <= (0.5 if "." not in shown else 0.05) + 1e-9
+
+
+def test_the_readme_table_is_what_the_yamls_give():
+    """Each cell of the README's headline table is a run of its column's YAML: its EM, and rta's
+    interval or the run's paired difference from rta with its interval; the balanced adapter and the
+    figures below rta (2Wiki's and MuSiQue's path judge) are among them."""
+    header, _, *rows = _readme_table()
+    samples = {"HotpotQA dev, 197": "hotpotqa-dev-unexamined-skip100-n197",
+               "2Wiki dev, 100": "2wikimultihopqa-dev-unexamined-skip50-n100",
+               "MuSiQue dev, 100": "musique-dev-unexamined-skip0-n100"}
+    assert header[1:] == list(samples)
+    shown = set()
+    for row in rows:
+        for title, cell in zip(header[1:], row[1:], strict=True):
+            if cell == "–":
+                continue
+            doc = yaml.safe_load((ROOT / "benchmarks" / f"{samples[title]}.yaml").read_text())
+            m = CELL.match(cell)
+            assert m, f"{title}: {cell!r} is not 'EM [lo, hi]' or 'EM (diff [lo, hi])'"
+            matches = []
+            for entry in doc["runs"]:
+                fig = entry.get("figures") or entry.get("compiled")
+                if not _close(m["em"], fig["em"]):
+                    continue
+                if m["lo"] is not None:
+                    ok = entry["run"] == "rta" and _close(m["lo"], fig["em_ci"][0]) and _close(m["hi"], fig["em_ci"][1])
+                else:
+                    pair = (doc.get("comparisons") or {}).get(f"{entry['run']} vs rta", {}).get("em")
+                    ok = bool(pair) and all(_close(a, b) for a, b in zip((m["d"], m["dlo"], m["dhi"]),
+                                                                         (pair["diff"], *pair["ci"]), strict=True))
+                if ok:
+                    matches.append(entry["run"])
+            assert matches, f"{title}: {cell} is no run of {samples[title]}.yaml"
+            shown |= {(samples[title], run) for run in matches}
+    assert {("hotpotqa-dev-unexamined-skip100-n197", "rta-lora-balanced"),
+            ("2wikimultihopqa-dev-unexamined-skip50-n100", "rta-lora-balanced"),
+            ("2wikimultihopqa-dev-unexamined-skip50-n100", "tor-path-judge"),
+            ("musique-dev-unexamined-skip0-n100", "tor-path-judge"),
+            ("musique-dev-unexamined-skip0-n100", "tor-path-judge-read-3-reader")} <= shown
+
+
+def test_the_results_page_holds_figures_not_how_runs_were_made():
+    """Commit hashes, dates and machines are in each YAML's note and each run's NOTES.md."""
+    page = (ROOT / "docs" / "results.md").read_text()
+    assert not re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", page)
+    assert not re.findall(r"\b20\d\d-\d\d-\d\d\b|\d\d:\d\d UTC", page)
+    assert not re.findall(r"EPYC|Xeon|frozen checkout|make test|helpers", page)
