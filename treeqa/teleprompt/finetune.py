@@ -9,7 +9,7 @@ among the retrieved ones, answered with the gold answer: `gold_reads`), so the r
 from the questions it still gets wrong. `--optimizer better-together` is DSPy's BetterTogether:
 demos by random search, then the weights, then demos again.
 
-Training costs tens of seconds an example on two cores (benchmarks/lora_train.md): `--plan`
+Training costs 10-18 s an example on two cores (benchmarks/lora_train.md): `--plan`
 prices it, and `TREEQA_FINETUNE_BUDGET_S` caps it (the adapter then holds what was learned).
 """
 
@@ -31,9 +31,10 @@ from treeqa.teleprompt.metrics import em_metric
 
 log = logging.getLogger(__name__)
 
-# measured on 2 cores (AMD EPYC, AVX2): ~820-token reads, LoRA on the top 8 layers, one epoch
-# (benchmarks/lora_train.md): a price for --plan, not a promise
-SECONDS_PER_EXAMPLE = 30.0
+# ~820-token reads, LoRA on the top 8 layers, one epoch, on 2 cores: 10.2-17.6 s an example on the
+# AVX-512 and AMX machines (28.8 s on the first, an AVX2 EPYC; benchmarks/lora_train.md); the
+# slowest of the recent ones is the price for --plan, not a promise
+SECONDS_PER_EXAMPLE = 18.0
 DEFAULT_RECIPE = {"rank": 16, "alpha": 32.0, "top_layers": 8, "learning_rate": 3e-4, "accumulate": 4}
 
 
