@@ -114,3 +114,28 @@ def test_the_results_page_holds_figures_not_how_runs_were_made():
     assert not re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", page)
     assert not re.findall(r"\b20\d\d-\d\d-\d\d\b|\d\d:\d\d UTC", page)
     assert not re.findall(r"EPYC|Xeon|frozen checkout|make test|helpers", page)
+
+
+def test_the_reproduction_page_expects_what_the_yamls_hold():
+    """Each row of docs/reproduce.md expects the EM and interval its recorded run (the name its
+    `--out` ends in) holds in its sample's YAML, and every headline sample has its rows."""
+    samples = {"HotpotQA dev, 197": "hotpotqa-dev-unexamined-skip100-n197",
+               "2Wiki dev, 100": "2wikimultihopqa-dev-unexamined-skip50-n100",
+               "MuSiQue dev, 100": "musique-dev-unexamined-skip0-n100"}
+    checked = {}
+    for section in (ROOT / "docs" / "reproduce.md").read_text().split("\n## ")[1:]:
+        title, _, body = section.partition("\n")
+        if title not in samples:
+            continue
+        doc = yaml.safe_load((ROOT / "benchmarks" / f"{samples[title]}.yaml").read_text())
+        runs = {entry["run"]: entry.get("figures") or entry.get("compiled") for entry in doc["runs"]}
+        for row in re.findall(r"^\|.*--out runs/reproduce/\S+/([\w-]+)`.*$", body, re.M):
+            cells = [c.strip() for c in body.split(f"/{row}` |", 1)[1].split("|")]
+            m = CELL.match(cells[0])
+            assert m and m["lo"], f"{title}, {row}: {cells[0]!r}"
+            fig = runs[row]
+            shown = (m["em"], m["lo"], m["hi"])
+            assert all(map(_close, shown, (fig["em"], *fig["em_ci"]))), (
+                f"{title}, {row}: {cells[0]} against the YAML's {fig['em']} {fig['em_ci']}")
+            checked.setdefault(title, []).append(row)
+    assert set(checked) == set(samples) and sum(map(len, checked.values())) >= 16
