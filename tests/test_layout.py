@@ -313,7 +313,7 @@ def test_no_function_is_over_sixty_lines():
 OWN_TEST_FOLDERS = {"integration", "benchmarks", "fakes", "fixtures"}
 # what tests the package as a whole stays at the top of tests/
 TOP_LEVEL_TESTS = {"test_layout.py", "test_docs_blocks.py", "test_extending.py", "test_public_api.py",
-                   "test_registry.py", "test_settings.py"}
+                   "test_registry.py", "test_settings.py", "test_repository.py", "test_docs_commands.py"}
 
 
 def test_tests_mirror_the_package():
