@@ -249,6 +249,7 @@ class LoraTrainer:
                             target_modules=list(recipe.targets), layers_to_transform=list(range(self.split, n_layers)),
                             task_type="CAUSAL_LM")
         model.requires_grad_(False)
+        self.device = next(model.parameters()).device  # where the model is: the CPU, or a GPU (`--device`)
         self.lower_dtype = getattr(torch, recipe.lower_dtype)
         for layer in decoder_layers(model)[: self.split]:
             layer.to(self.lower_dtype)
@@ -266,14 +267,14 @@ class LoraTrainer:
 
         hidden = self.cache.get(example)
         if hidden is not None:
-            return hidden
-        ids = torch.tensor([example.prompt + example.answer])
+            return hidden.to(self.device)
+        ids = torch.tensor([example.prompt + example.answer], device=self.device)
         with torch.no_grad():
             hidden = self.base.get_input_embeddings()(ids).to(self.lower_dtype)
-            positions = torch.arange(ids.shape[1]).unsqueeze(0)
+            positions = torch.arange(ids.shape[1], device=self.device).unsqueeze(0)
             hidden = run_layers(self.base, decoder_layers(self.base)[: self.split], hidden, positions)
             hidden = hidden.to(torch.float32)
-        self.cache.put(example, hidden)
+        self.cache.put(example, hidden.cpu())
         return hidden
 
     def answer_loss(self, example: TokenizedExample, hidden):
@@ -281,22 +282,23 @@ class LoraTrainer:
         import torch
         import torch.nn.functional as F
 
-        positions = torch.arange(hidden.shape[1]).unsqueeze(0)
+        positions = torch.arange(hidden.shape[1], device=self.device).unsqueeze(0)
         top = run_layers(self.base, decoder_layers(self.base)[self.split:], hidden, positions)
         start = len(example.prompt) - 1  # the position that predicts the first answer token
         states = self.base.get_decoder().norm(top[0, start:start + len(example.answer)])
         logits = self.base.get_output_embeddings()(states)
-        return F.cross_entropy(logits.float(), torch.tensor(example.answer))
+        return F.cross_entropy(logits.float(), torch.tensor(example.answer, device=self.device))
 
     def full_loss(self, example: TokenizedExample):
         """The same loss through the model's own forward pass (for checking the split path)."""
         import torch
         import torch.nn.functional as F
 
-        ids = torch.tensor([example.prompt + example.answer])
+        ids = torch.tensor([example.prompt + example.answer], device=self.device)
         logits = self.model(input_ids=ids).logits[0]
         start = len(example.prompt) - 1
-        return F.cross_entropy(logits[start:start + len(example.answer)].float(), torch.tensor(example.answer))
+        return F.cross_entropy(logits[start:start + len(example.answer)].float(),
+                               torch.tensor(example.answer, device=self.device))
 
     # -- training ------------------------------------------------------------------------
     def trainable(self):
