@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch's CPU build first, so nothing later pulls CUDA wheels: a wheel pip's --find-links folders
 	# hold, else TORCH_INDEX's (make TORCH_INDEX= leaves pip to its own indexes)
-	$(BIN)/pip install -q --no-index "$(TORCH_PIN)" 2>/dev/null || \
+	$(BIN)/pip install -q --no-index --no-deps "$(TORCH_PIN)" 2>/dev/null || \
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--extra-index-url "$(TORCH_INDEX)") "$(TORCH_PIN)"
+	# torch's own dependencies (filelock, sympy, ...) from the usual index; torch is satisfied already
+	$(BIN)/pip install -q "$(TORCH_PIN)"
 	# llama-cpp-python compiles from source (about 3-5 minutes on 2 cores); rebuilt whenever this
 	# stamp is stale and never taken from pip's wheel cache, which ignores the build flags
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_PIN)"
