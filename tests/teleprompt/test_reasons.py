@@ -6,7 +6,7 @@ import json
 
 import dspy
 
-from tests.fakes.lm import scripted_lm
+from tests.fakes.lm import Raw, scripted_lm
 from treeqa.lm import TrainableJSONAdapter
 from treeqa.teleprompt.reasons import find_reasons, gives_away, names_answer, read_reasons, reasoned_chats
 
@@ -65,3 +65,18 @@ def test_reasoned_chats_use_the_reasoning_readers_prompt_and_the_gold_answer():
     reply = json.loads(chats[0]["messages"][-1]["content"])
     assert reply == {"reasoning": "P0 says Paris.", "answer": "Paris"}
     assert "reasoning" in chats[0]["messages"][0]["content"] and "Question 0?" in chats[0]["messages"][-2]["content"]
+
+
+def test_a_reply_that_does_not_parse_is_a_recorded_failure_of_that_read_only(tmp_path):
+    def garbled(kind, inputs):
+        if "correct_answer" in inputs:
+            return {"reasoning": f"{inputs['passages'][0]} says Paris.", "answer": "Paris"}
+        return Raw("the model ran out of tokens half way through its reasoning")
+
+    lm, _ = scripted_lm(garbled)
+    out = tmp_path / "reasons.jsonl"
+    with dspy.context(lm=lm):
+        counts = find_reasons([read(0, "Paris"), read(1, "Paris")], out, progress=False)
+    assert counts == {"rationalised": 2}
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [f["where"] for f in lines[0]["failures"]] == ["reason"]

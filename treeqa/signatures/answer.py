@@ -48,7 +48,7 @@ class ReasonFromPassages(dspy.Signature):
     a number, or yes/no for a yes/no question. If the passages do not give the answer, give your
     best guess."""
 
-    max_tokens: ClassVar[int] = 320  # a few sentences, then one short entity
+    max_tokens: ClassVar[int] = 448  # a few sentences, then one short entity (320 cut some off)
 
     question: str = dspy.InputField()
     passages: list[str] = dspy.InputField(desc="documents that may contain the answer")
@@ -61,7 +61,7 @@ class ReasonTowardsAnswer(dspy.Signature):
     sentences of reasoning that lead from them to that answer, as if you had found it yourself:
     never mention that it was given. Then repeat the answer."""
 
-    max_tokens: ClassVar[int] = 320
+    max_tokens: ClassVar[int] = 448
 
     question: str = dspy.InputField()
     passages: list[str] = dspy.InputField(desc="documents that may contain the answer")

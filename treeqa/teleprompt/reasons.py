@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from treeqa.data.answers import normalize_answer
 from treeqa.evaluation.metrics import exact_match
+from treeqa.programs.common import safe_call
 from treeqa.signatures import budget
 from treeqa.signatures.answer import ReasonFromPassages, ReasonTowardsAnswer, clean_answer
 
@@ -51,21 +52,17 @@ class ReasonFinder(dspy.Module):
         self.rationalise = budget.predict(ReasonTowardsAnswer)
 
     def forward(self, question: str, passages: list[str], answer: str) -> dict:
-        try:
-            pred = self.reason(question=question, passages=passages)
-            reasoning, said = str(pred.reasoning or ""), clean_answer(pred.answer)
-        except (ValueError, RuntimeError) as exc:  # a reply that does not parse: counted, the hint tried
-            reasoning, said = "", f"(no parse: {type(exc).__name__})"
-        if reasoning.strip() and exact_match(said, [answer]):
-            return {"how": "found", "reasoning": reasoning.strip(), "said": said}
-        try:
-            hinted = self.rationalise(question=question, passages=passages, correct_answer=answer)
-            reasoning = str(hinted.reasoning or "").strip()
-        except (ValueError, RuntimeError):
-            return {"how": "none", "reasoning": "", "said": said}
+        failures: list[dict] = []  # a reply that does not parse, a timeout: that attempt yields nothing
+        pred = safe_call(self.reason, failures, "reason", question=question, passages=passages)
+        reasoning, said = (str(pred.reasoning or "").strip(), clean_answer(pred.answer)) if pred else ("", "")
+        if reasoning and exact_match(said, [answer]):
+            return {"how": "found", "reasoning": reasoning, "said": said, "failures": failures}
+        hinted = safe_call(self.rationalise, failures, "rationalise", question=question, passages=passages,
+                           correct_answer=answer)
+        reasoning = str(hinted.reasoning or "").strip() if hinted else ""
         if reasoning and names_answer(reasoning, answer) and not gives_away(reasoning):
-            return {"how": "rationalised", "reasoning": reasoning, "said": said}
-        return {"how": "none", "reasoning": "", "said": said}
+            return {"how": "rationalised", "reasoning": reasoning, "said": said, "failures": failures}
+        return {"how": "none", "reasoning": "", "said": said, "failures": failures}
 
 
 def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None = None,
