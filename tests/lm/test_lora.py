@@ -161,7 +161,7 @@ def test_validation_points_make_a_curve_and_the_best_point_is_kept(tmp_path):
     held_out = examples(3)
     report = trainer.train(examples(), progress=False, validation=held_out, validate_every=8)
     steps = [point["step"] for point in report.curve]
-    assert steps == [8, 16, 24, 32]
+    assert steps == [0, 8, 16, 24, 32]  # the base model's loss first
     assert report.curve[-1]["val_loss"] < report.curve[0]["val_loss"]
     best = min(report.curve, key=lambda point: point["val_loss"])
     assert report.best == {"step": best["step"], "val_loss": best["val_loss"]}
@@ -190,7 +190,7 @@ def test_a_resumed_training_keeps_its_curve_and_best_point(tmp_path):
             examples(), progress=False, validation=examples(2), validate_every=4, on_step=kill_at)
     report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
         examples(), progress=False, validation=examples(2), validate_every=4)
-    assert [point["step"] for point in report.curve] == [4, 8, 12, 16]
+    assert [point["step"] for point in report.curve] == [0, 4, 8, 12, 16]
     assert report.finished and report.best["step"] in (4, 8, 12, 16)
 
 

@@ -340,6 +340,8 @@ class LoraTrainer:
         fingerprint = self.fingerprint(kept, validation)
         run = _Progress(*self._resume(optimizer, fingerprint, total))
         run.caching = self._warm_cache(kept, run.step)
+        if validation and run.step == 0 and not self.curve:  # the base model's own loss starts the curve
+            self.validate(validation, 0, run.losses)
         bar = tqdm(total=total, initial=run.step, desc="training LoRA", unit="ex", disable=not progress)
         self.model.train()
         optimizer.zero_grad()
