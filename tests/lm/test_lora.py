@@ -194,6 +194,53 @@ def test_a_resumed_training_keeps_its_curve_and_best_point(tmp_path):
     assert report.finished and report.best["step"] in (4, 8, 12, 16)
 
 
+class Killed(Exception):
+    pass
+
+
+def killed_at(n: int):
+    def on_step(step, loss):
+        if step == n:
+            raise Killed
+    return on_step
+
+
+def test_a_stop_by_the_budget_is_validated_and_its_best_point_kept(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=2, learning_rate=3e-2, accumulate=2)
+    with pytest.raises(Killed):  # checkpoints at 4, 8, 12; validated at 0 and 8 only
+        LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+            examples(), progress=False, validation=examples(2), validate_every=8, checkpoint_every=4,
+            on_step=killed_at(14))
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path)
+    report = trainer.train(examples(), budget_s=0.0, progress=False, validation=examples(2), validate_every=8)
+    assert not report.finished and report.steps_done == 12
+    assert [point["step"] for point in report.curve] == [0, 8, 12]  # the stop has its own point
+    assert report.best == {"step": report.best["step"],
+                           "val_loss": min(point["val_loss"] for point in report.curve)}
+    resumed = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path)
+    again = resumed.train(examples(), progress=False, validation=examples(2), validate_every=8)
+    assert again.finished and [point["step"] for point in again.curve] == [0, 8, 12, 16]
+
+
+def test_a_run_resumed_from_before_the_base_point_measures_it_first(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=2, learning_rate=3e-2, accumulate=2)
+    base_loss = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path / "base").validation_loss(
+        examples(2))
+    with pytest.raises(Killed):
+        LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+            examples(), progress=False, validation=examples(2), validate_every=4, on_step=killed_at(10))
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    state["curve"] = [point for point in state["curve"] if point["step"]]  # as a run from before step 0 was
+    state["best"] = min(state["curve"], key=lambda point: point["val_loss"])
+    state["best"] = {"step": state["best"]["step"], "val_loss": state["best"]["val_loss"]}
+    torch.save(state, tmp_path / "checkpoint.pt")
+    report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(), progress=False, validation=examples(2), validate_every=4)
+    assert [point["step"] for point in report.curve][:2] == [0, 4]
+    assert report.curve[0]["val_loss"] == pytest.approx(base_loss, abs=1e-3)
+    assert report.curve[0]["train_loss"] is None
+
+
 def test_bfloat16_lower_layers_stay_close_to_float32_and_cache_apart(tmp_path):
     ex = examples(1)[0]
     exact = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=2), "tiny",

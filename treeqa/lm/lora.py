@@ -340,8 +340,8 @@ class LoraTrainer:
         fingerprint = self.fingerprint(kept, validation)
         run = _Progress(*self._resume(optimizer, fingerprint, total))
         run.caching = self._warm_cache(kept, run.step)
-        if validation and run.step == 0 and not self.curve:  # the base model's own loss starts the curve
-            self.validate(validation, 0, run.losses)
+        if validation and not any(point["step"] == 0 for point in self.curve):
+            self._base_point(validation, run.losses)  # the base model's own loss starts the curve
         bar = tqdm(total=total, initial=run.step, desc="training LoRA", unit="ex", disable=not progress)
         self.model.train()
         optimizer.zero_grad()
@@ -363,6 +363,10 @@ class LoraTrainer:
         if validation and run.step == total and (not self.curve or self.curve[-1]["step"] != total):
             self.validate(validation, run.step, run.losses)
         self._settle(run, optimizer, fingerprint, total)
+        if validation and run.step and self.curve[-1]["step"] != run.step:
+            # a stop by the budget gets its own point, so the best weights so far are known
+            self.validate(validation, run.step, run.losses)
+            self._checkpoint(optimizer, fingerprint, run.step, run.losses)
         return self._report(kept, skipped, run, total, started)
 
     def validation_loss(self, validation: Sequence[TokenizedExample]) -> float:
@@ -393,6 +397,24 @@ class LoraTrainer:
             torch.save({"best": self.best, "lora": self.lora_state()}, tmp)
             os.replace(tmp, path)
         return point
+
+    def _base_point(self, validation: Sequence[TokenizedExample], losses: list[float]) -> None:
+        """Step 0 of the curve, the base model's loss; measured late (first in the curve) for a
+        run that resumes a checkpoint from before step 0 was measured. Its weights are LoRA's
+        with B zeroed, which leave the base model as it is."""
+        import torch
+
+        if not self.curve:
+            self.validate(validation, 0, losses)
+            return
+        with self.model.disable_adapter():
+            point = {"step": 0, "train_loss": None, "val_loss": round(self.validation_loss(validation), 4)}
+        self.curve.insert(0, point)
+        log.info("validation of the base model: loss %.4f", point["val_loss"])
+        if self.best is None or point["val_loss"] < self.best["val_loss"]:
+            self.best = {"step": 0, "val_loss": point["val_loss"]}
+            zero = {k: torch.zeros_like(v) if "lora_B" in k else v for k, v in self.lora_state().items()}
+            torch.save({"best": self.best, "lora": zero}, self._best_path())
 
     def _best_path(self) -> Path:
         """The best point's weights, named by its step: a run killed between writing a new best and

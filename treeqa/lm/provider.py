@@ -213,7 +213,7 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
                           cache_dir=get_settings().cache_dir / "lora-layers")
     report = trainer.train(examples, budget_s=budget_s, progress=progress, validation=held_out,
                            validate_every=validate_every)
-    weights = trainer.best_lora_state() if report.finished else trainer.lora_state()
+    weights = trainer.best_lora_state()  # a stop by the budget was validated too: the best point so far
     adapter = write_adapter(weights, out_dir / "adapter.gguf", alpha=recipe.alpha,
                             architecture=getattr(model, "architecture", None) or "qwen2")
     _write_record(out_dir, base_id, recipe, report, data_path, len(chats), empty, len(held_out), adapter)
