@@ -196,7 +196,7 @@ def test_a_registered_corpus_is_searched_by_name(fixture_data, tmp_path, monkeyp
     assert get_retriever("hotpotqa", corpus="mine").passages == retriever.passages  # the dense index stays
     with pytest.raises(ValueError, match="--ray and --index are for dense"):
         build_corpus_index(path, "mine", kind="bm25", index_type="HNSW32")
-    with pytest.raises(ValueError, match="unknown retriever 'splade'; choose one of bm25, dense"):
+    with pytest.raises(ValueError, match="unknown retriever 'splade'; choose one of bm25, dense, gold"):
         build_corpus_index(path, "mine", kind="splade")
 
 

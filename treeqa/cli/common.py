@@ -81,7 +81,8 @@ ApiKeyOption = Annotated[str | None, typer.Option(
 
 
 RetrieverOption = Annotated[str | None, typer.Option(help=f"dense or bm25 (default: {DEFAULT_KIND}, or what a "
-                                                          "--compiled program was compiled with).")]
+                                                          "--compiled program was compiled with); gold: each "
+                                                          "question's own gold paragraphs (rta's reader alone).")]
 
 
 KindOption = Annotated[str, typer.Option(help="dense or bm25.")]
