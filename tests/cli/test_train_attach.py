@@ -72,3 +72,26 @@ def test_attach_refuses_a_predictor_the_program_lacks_in_one_line(engines, tmp_p
     assert not out.exists()
     missing = run_cli("train", "attach", str(source), str(tmp_path / "none.gguf"), str(out))
     assert missing.exit_code == 1 and "no such adapter" in missing.output
+
+
+def test_attach_puts_an_adapter_on_a_zero_shot_program_named_by_its_name(engines, tmp_path):
+    adapter = tmp_path / "trained" / "adapter.gguf"
+    adapter.parent.mkdir()
+    tiny_lora_gguf(adapter)
+    (adapter.parent / "training.json").write_text(json.dumps({
+        "recipe": {"rank": 16, "top_layers": 8}, "report": {"examples": 1010, "steps_done": 752, "steps_total": 1010,
+                                                            "best": {"step": 752, "val_loss": 0.17}, "curve": [],
+                                                            "losses": [0.3] * 752}}))
+    out = tmp_path / "out" / "compiled.json"
+    result = run_cli("train", "attach", "rta", str(adapter), str(out), "--dataset", "2wikimultihopqa")
+    assert result.exit_code == 0, result.output
+    recipe = json.loads(out.read_text())["treeqa"]
+    assert (recipe["program"], recipe["dataset"], recipe["retriever"]) == ("rta", "2wikimultihopqa", "dense")
+    assert recipe["compile"] == {"optimizer": "none (zero-shot)"} and recipe["adapter"]["predictors"] == ["answer"]
+    added = recipe["adapter_added"]
+    assert added["from"] == "rta (zero-shot)" and added["training"]["steps_done"] == 752
+    assert "losses" not in added["training"]  # the figures, not every loss
+    loaded = load_program(out, retriever=FakeRetriever())
+    assert set(adapter_lms(loaded)) == {"answer"} and (loaded.k, loaded.passage_chars) == (5, 1000)
+    unknown = run_cli("train", "attach", "magic", str(adapter), str(tmp_path / "x.json"))
+    assert unknown.exit_code == 1 and "neither a compiled file nor a program" in unknown.output

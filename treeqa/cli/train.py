@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,19 +36,48 @@ class _NoSearch(Retriever):
         raise RuntimeError("a program loaded to attach an adapter does not search")
 
 
-def attach_to_compiled(compiled: Path, adapter: Path, out: Path, predictors: list[str]) -> tuple[Path, list[str]]:
-    """Write `out`: the compiled program of `compiled` with `adapter` on `predictors` (default:
-    the program's own reader), the adapter copied beside `out` and recorded with its size and
-    sha256 as `optimize` records one. Returns (out, the predictors)."""
-    recipe, _ = read_recipe(compiled)
-    program = load_program(compiled, retriever=_NoSearch())
+def _source_program(source: str, dataset: str | None) -> tuple[Any, dict[str, Any], Path | None]:
+    """(program, recipe, compiled file or None) of `source`: a compiled file, or a program's name
+    (its zero-shot settings, searching `dataset`'s corpus with the default retriever)."""
+    from treeqa.data import DEFAULT_DATASET
+    from treeqa.programs import PROGRAMS, build_program
+    from treeqa.retrievers import DEFAULT_KIND
+
+    path = Path(source)
+    if path.is_file() or source not in PROGRAMS:
+        if not path.is_file():
+            raise CompiledProgramError(f"{source}: neither a compiled file nor a program ({', '.join(PROGRAMS)})")
+        recipe, _ = read_recipe(path)
+        return load_program(path, retriever=_NoSearch()), recipe, path
+    dataset = dataset or DEFAULT_DATASET
+    recipe = {"program": source, "dataset": dataset, "retriever": DEFAULT_KIND, "params": {},
+              "compile": {"optimizer": "none (zero-shot)"}}
+    return build_program(source, _NoSearch()), recipe, None
+
+
+def attach_to_compiled(source: str | Path, adapter: Path, out: Path, predictors: list[str],
+                       dataset: str | None = None) -> tuple[Path, list[str]]:
+    """Write `out`: the program of `source` (a compiled file, or a program's name for its zero-shot
+    settings) with `adapter` on `predictors` (default: the program's own reader), the adapter
+    copied beside `out` and recorded with its size and sha256 as `optimize` records one, and
+    the adapter's training record (`training.json` beside it) where there is one. Returns (out,
+    the predictors)."""
+    program, recipe, compiled = _source_program(str(source), dataset)
     predictors = predictors or [type(program).reader]
     if None in predictors:
-        raise CompiledProgramError(f"{compiled}: a {recipe['program']!r} program has no reader; name the "
+        raise CompiledProgramError(f"{source}: a {recipe['program']!r} program has no reader; name the "
                                    "predictors with --predictor")
     attach_adapter(program, adapter, predictors)
     extra = {key: recipe[key] for key in ("compile", "corpus") if key in recipe}
-    extra["adapter_added"] = {"from": str(compiled), "adapter": adapter.name, "predictors": predictors}
+    extra["adapter_added"] = {"from": str(compiled) if compiled else f"{recipe['program']} (zero-shot)",
+                              "adapter": adapter.name, "predictors": predictors}
+    training = adapter.parent / "training.json"
+    if training.is_file():
+        record = json.loads(training.read_text())
+        report = record.get("report") or {}
+        extra["adapter_added"]["training"] = {
+            "recipe": record.get("recipe"), "examples": report.get("examples"), "steps_done": report.get("steps_done"),
+            "steps_total": report.get("steps_total"), "best": report.get("best"), "curve": report.get("curve")}
     path = save_compiled(program, out, name=recipe["program"], dataset=recipe["dataset"],
                          retriever=recipe.get("retriever", "dense"), preset=recipe.get("preset"),
                          params=recipe.get("params") or {}, extra=extra)
@@ -57,20 +86,23 @@ def attach_to_compiled(compiled: Path, adapter: Path, out: Path, predictors: lis
 
 @train_app.command("attach")
 def attach_cmd(
-    compiled: Annotated[Path, typer.Argument(help="A compiled program (compiled.json).")],
+    compiled: Annotated[str, typer.Argument(help="A compiled program (compiled.json), or a program's name "
+                                                 "(rta, tor, ...) for its zero-shot settings.")],
     adapter: Annotated[Path, typer.Argument(help="A LoRA adapter (.gguf) trained on the embedded model.")],
     out: Annotated[Path, typer.Argument(help="The new compiled file (.json); the adapter is copied beside it.")],
     predictor: Annotated[list[str] | None, typer.Option(help="A predictor to answer through the adapter "
                                                              "(repeat it; default: the program's reader).")]
     = None,
+    dataset: Annotated[str | None, typer.Option(help="whose corpus a program named by its name searches "
+                                                     "(default: hotpotqa)")] = None,
 ) -> None:
-    """Put a trained LoRA adapter on a compiled program's reader (or the predictors named), saved as a
-    new compiled file: to measure an adapter trained on one program's reads inside another program.
-    Nothing is trained and no LM is called."""
+    """Put a trained LoRA adapter on a program's reader (or the predictors named), saved as a new
+    compiled file: a compiled program, or a zero-shot one named by its name. Nothing is trained
+    and no LM is called."""
     if not adapter.is_file():
         fail(f"{adapter}: no such adapter")
     try:
-        path, predictors = attach_to_compiled(compiled, adapter, out, predictor or [])
+        path, predictors = attach_to_compiled(compiled, adapter, out, predictor or [], dataset)
     except CompiledProgramError as exc:
         fail(exc)
     typer.echo(f"wrote {path}: {read_recipe(path)[0]['program']} with {adapter.name} on {', '.join(predictors)}")

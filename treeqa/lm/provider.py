@@ -165,7 +165,7 @@ def _write_record(out_dir: Path, base_id: str, recipe, report, data_path: Path, 
               "train_data": {"file": data_path.name, "chats": chats, "empty_replies_skipped": empty,
                              "sha256": sha256_of(data_path)},
               "validation_chats": validation,
-              "adapter_weights": "best point" if report.best and report.finished else "last step",
+              "adapter_weights": "best point" if report.best else "last step",
               "adapter": {"file": adapter.name, "bytes": adapter.stat().st_size, "sha256": sha256_of(adapter)},
               "losses": [round(x, 4) for x in report.losses]}
     (out_dir / "training.json").write_text(json.dumps(record, indent=2))
