@@ -131,6 +131,31 @@ def reads_cmd(
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
 
 
+@train_app.command("tor-reads")
+def tor_reads_cmd(
+    compiled: Annotated[Path, typer.Option(help="the compiled ToR whose fusion reader is trained (its prompt, "
+                                                "demos and reading settings)")],
+    run: Annotated[list[Path], typer.Option(help="a recorded ToR run on training questions (`treeqa evaluate "
+                                                 "--program tor --split train`); repeat it")],
+    out: Annotated[Path, typer.Option(help="folder for reads.jsonl and manifest.json")],
+    seed: Annotated[int, typer.Option(help="seeds every choice, per question")] = 0,
+    partial_share: Annotated[float, typer.Option(help="share of questions whose search missed a gold paragraph "
+                                                      "that also get that read as it is")] = 0.4,
+    validation_share: Annotated[float, typer.Option(help="share of questions held out for validation")] = 0.1,
+) -> None:
+    """Build ToR's fusion reader's training set from its own recorded searches (no LM call): each
+    search as the reader reads it, and with the gold paragraphs it missed added."""
+    from treeqa.evaluation.replay import ReplayError
+    from treeqa.teleprompt.tor_reads import write_tor_reads
+
+    try:
+        manifest = write_tor_reads(run, compiled, out, seed=seed, partial_share=partial_share,
+                                   validation_share=validation_share)
+    except (ReplayError, CompiledProgramError, ValueError) as exc:
+        fail(exc)
+    typer.echo(json.dumps(manifest["counts"] | {"reads_sha256": manifest["reads_sha256"]}, indent=2))
+
+
 @train_app.command("reasons")
 def reasons_cmd(
     reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],

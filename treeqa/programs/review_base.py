@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import dspy
 
@@ -225,14 +226,22 @@ class ReviewProgram(JudgedProgram):
     def _answer(self, run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[str, str]:
         """Fuse the evidence pool and the `extra` paragraphs after it; with an empty pool, read
         the `fallback` paragraphs instead."""
-        if run.pool:
-            pool, source = list(run.pool) + list(extra), "evidence+top" if extra else "evidence"
-        else:
-            pool, source = list(fallback), "fallback"
-        context = fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars) if pool else []
-        pred = safe_call(self.fuse, run.failures, "fuse", question=run.question,
-                         **{FUSION_INPUT[self.fusion]: context})
+        pool, source = self._pieces(run, fallback, extra)
+        pred = safe_call(self.fuse, run.failures, "fuse", **self.fuse_inputs(run.question, pool))
         return (clean_answer(pred.answer) if pred is not None else ""), source
+
+    @staticmethod
+    def _pieces(run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[list, str]:
+        """The evidence pieces the reader reads, and where they came from."""
+        if run.pool:
+            return list(run.pool) + list(extra), "evidence+top" if extra else "evidence"
+        return list(fallback), "fallback"
+
+    def fuse_inputs(self, question: str, pool: Sequence[Evidence]) -> dict[str, Any]:
+        """The fusion reader's inputs for `pool`, as its one call gets them (and a training read
+        built from a recorded search: `treeqa.teleprompt.tor_reads`)."""
+        context = fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars) if pool else []
+        return {"question": question, FUSION_INPUT[self.fusion]: context}
 
     def _prediction(self, run: ReviewRun, answer: str, source: str) -> dspy.Prediction:
         try:

@@ -162,18 +162,28 @@ class TreeOfReviews(ReviewProgram):
     def answer_from(self, run: ReviewRun) -> dspy.Prediction:
         """Read what the search found (the reader's one call), from a live search or a recorded
         one (`treeqa.evaluation.replay`)."""
+        fallback, extra = self._reading(run)
+        answer, source = self._answer(run, fallback, extra)
+        return self._prediction(run, answer, source.replace("fallback", "top") if self.read_top else source)
+
+    def reading(self, run: ReviewRun) -> tuple[list[Evidence], str]:
+        """The evidence pieces the reader is given from a search, and their source, without
+        reading them: what a training read of this program is built from."""
+        fallback, extra = self._reading(run)
+        pool, source = self._pieces(run, fallback, extra)
+        return pool, source.replace("fallback", "top") if self.read_top else source
+
+    def _reading(self, run: ReviewRun) -> tuple[list[Evidence], list[Evidence]]:
+        """(what is read when nothing was accepted, what is read after the accepted evidence)."""
+        if self.read_top:  # the reader sees the best of everything the search found, not only what it accepted
+            top = [Evidence((p,)) for p in search_ranking(run)[:self.read_top]]
+            return top, top
         by_id: dict[str, Passage] = {}
         for p in run.retrieved:
             by_id.setdefault(p.id, p)
         root_children = [by_id[n.id] for n in run.nodes if n.parent == 0 and n.id in by_id]
-        if self.read_top:  # the reader sees the best of everything the search found, not only what it accepted
-            top = [Evidence((p,)) for p in search_ranking(run)[:self.read_top]]
-            answer, source = self._answer(run, top, extra=top)
-            return self._prediction(run, answer, source.replace("fallback", "top"))
         relevant = [by_id[i] for i in run.relevant_ids if i in by_id]
-        fallback = [Evidence((p,)) for p in relevant or root_children]
-        answer, source = self._answer(run, fallback)
-        return self._prediction(run, answer, source)
+        return [Evidence((p,)) for p in relevant or root_children], []
 
     @property
     def expansion_width(self) -> int:

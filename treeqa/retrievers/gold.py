@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from treeqa.data.corpus import Passage
 from treeqa.data import SPLITS, DataError, load_split
+from treeqa.data.corpus import Passage
 from treeqa.retrievers.base import Retriever
 from treeqa.retrievers.indexed import RETRIEVERS
 

@@ -255,19 +255,25 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
 def write_set(built: ReaderSet, out: Path, reader: dspy.Predict, adapter: dspy.Adapter, settings: dict) -> dict:
     """reads.jsonl (one line a read: its side, kind, inputs, target and chat) and manifest.json
     (settings, counts, the reads file's sha256); returns the manifest."""
-    out.mkdir(parents=True, exist_ok=True)
-    lines = []
+    rows = []
     for side, reads in (("train", built.train), ("validation", built.validation)):
         for r in reads:
-            lines.append(json.dumps({"id": r.id, "question_id": r.question_id, "dataset": r.dataset, "side": side,
-                                     "kind": r.kind, "question": r.question, "passages": list(r.passages),
-                                     "answer": r.answer, "chat": chat_of(r, reader, adapter)},
-                                    ensure_ascii=False, sort_keys=True))
+            rows.append({"id": r.id, "question_id": r.question_id, "dataset": r.dataset, "side": side,
+                         "kind": r.kind, "question": r.question, "passages": list(r.passages),
+                         "answer": r.answer, "chat": chat_of(r, reader, adapter)})
+    return write_rows(rows, out, settings, built.counts)
+
+
+def write_rows(rows: Sequence[dict], out: Path, settings: dict, counts: dict) -> dict:
+    """Write a set's rows (each with its id, question_id, side, kind, answer and chat) as
+    reads.jsonl, and manifest.json with the settings, counts and the file's sha256."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(row, ensure_ascii=False, sort_keys=True) for row in rows]
     data = ("\n".join(lines) + "\n").encode()
     tmp = out / "reads.jsonl.tmp"
     tmp.write_bytes(data)
     tmp.replace(out / "reads.jsonl")
-    manifest = {"settings": settings, "counts": built.counts, "reads_sha256": hashlib.sha256(data).hexdigest()}
+    manifest = {"settings": settings, "counts": counts, "reads_sha256": hashlib.sha256(data).hexdigest()}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
