@@ -32,7 +32,9 @@ from treeqa.evaluation.replay import (
     run_records,
 )
 from treeqa.evaluation.runs import select_examples
+from treeqa.lm import TrainableJSONAdapter
 from treeqa.programs.compiled import CompiledFile, load_program
+from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.signatures.fusion import Evidence
 from treeqa.teleprompt.reader_set import (
     CLAIM_SAMPLES,
@@ -44,6 +46,7 @@ from treeqa.teleprompt.reader_set import (
     write_rows,
 )
 
+TOR = TreeOfReviews.name
 GOLD_AMONG_FIRST = 3  # an added gold piece goes among the first pieces: the budget cuts from the end
 
 
@@ -80,14 +83,14 @@ def build_tor_reads(runs: Sequence[Path], compiled: Path, *, seed: int = 0, part
     """The reads of every recorded search in `runs` (ToR runs on training questions), read by the
     program of `compiled`; returns the set, the reader predictor and the settings."""
     found = CompiledFile.read(compiled)
-    if found.program != "tor":
+    if found.program != TOR:
         raise ReplayError(f"{compiled} holds a {found.program!r} program: ToR reads are for a compiled ToR")
-    program = load_program(found, expect="tor")
+    program = load_program(found, expect=TOR)
     ids, texts = claim_keys()
     train, validation, counts = [], [], Counter()
     for records_dir in map(Path, runs):
         recorded = recorded_spec(records_dir)
-        if (recorded.program, recorded.dataset, recorded.retriever) != ("tor", found.dataset, found.retriever):
+        if (recorded.program, recorded.dataset, recorded.retriever) != (TOR, found.dataset, found.retriever):
             raise ReplayError(f"{records_dir}: a {recorded.program} run on {recorded.dataset} with "
                               f"{recorded.retriever}, not ToR's searches of {found.dataset} with {found.retriever}")
         examples = select_examples(recorded.dataset, recorded.split, recorded.n, recorded.seed, recorded.skip,
@@ -115,7 +118,7 @@ def build_tor_reads(runs: Sequence[Path], compiled: Path, *, seed: int = 0, part
                    "train_questions": len({r["question_id"] for r in train}),
                    "validation_questions": len({r["question_id"] for r in validation})})
     settings = {"runs": [str(r) for r in runs], "compiled": str(compiled), "seed": seed,
-                "partial_share": partial_share, "validation_share": validation_share, "reader": "tor.fuse",
+                "partial_share": partial_share, "validation_share": validation_share, "reader": f"{TOR}.fuse",
                 "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
     return ReaderSet(train, validation, dict(counts)), program.fuse, settings
 
@@ -129,8 +132,6 @@ class _AsRead:
 
 def write_tor_reads(runs: Sequence[Path], compiled: Path, out: Path, **options) -> dict:
     """Build the ToR reads (`build_tor_reads`) and write them as a reader set; the manifest."""
-    from treeqa.lm import TrainableJSONAdapter
-
     built, reader, settings = build_tor_reads(runs, compiled, **options)
     adapter = TrainableJSONAdapter()
     rows = []
