@@ -197,12 +197,12 @@ def answer_class(answer: str) -> str:
     return norm if norm in ("yes", "no") else "other"
 
 
-def balance_yes_no(reads: Sequence[Read], seed: int = 0) -> tuple[list[Read], int]:
+def balance_yes_no(reads: Sequence, seed: int = 0, answer_of: Callable = lambda r: r.answer) -> tuple[list, int]:
     """The reads with as many "yes" as "no" targets: surplus reads of the more frequent one are
     left out (seeded), the rest keep their order. A reader trained on 35 "no" against 10 "yes"
     answered "no" to 24 of 26 unseen yes/no questions (benchmarks/runs/lora-reader-rta/NOTES.md)."""
-    yes = [i for i, r in enumerate(reads) if answer_class(r.answer) == "yes"]
-    no = [i for i, r in enumerate(reads) if answer_class(r.answer) == "no"]
+    yes = [i for i, r in enumerate(reads) if answer_class(answer_of(r)) == "yes"]
+    no = [i for i, r in enumerate(reads) if answer_class(answer_of(r)) == "no"]
     larger, smaller = (yes, no) if len(yes) > len(no) else (no, yes)
     dropped = set(random.Random(seed).sample(larger, len(larger) - len(smaller)))
     return [r for i, r in enumerate(reads) if i not in dropped], len(dropped)

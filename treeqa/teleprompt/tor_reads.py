@@ -112,8 +112,7 @@ def build_tor_reads(runs: Sequence[Path], compiled: Path, *, seed: int = 0, part
                 side.append({"question_id": example.id, "dataset": recorded.dataset, "kind": kind,
                              "question": example.question, "inputs": inputs, "answer": str(example.answers[0])})
                 counts[f"reads_{kind}"] += 1
-    train, dropped = balance_yes_no([_AsRead(r) for r in train], seed)
-    train = [r.record for r in train]
+    train, dropped = balance_yes_no(train, seed, answer_of=lambda r: r["answer"])
     counts.update({"train_reads": len(train), "validation_reads": len(validation), "balance_dropped": dropped,
                    "train_questions": len({r["question_id"] for r in train}),
                    "validation_questions": len({r["question_id"] for r in validation})})
@@ -121,13 +120,6 @@ def build_tor_reads(runs: Sequence[Path], compiled: Path, *, seed: int = 0, part
                 "partial_share": partial_share, "validation_share": validation_share, "reader": f"{TOR}.fuse",
                 "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
     return ReaderSet(train, validation, dict(counts)), program.fuse, settings
-
-
-class _AsRead:
-    """A record as `balance_yes_no` reads one (its `answer`)."""
-
-    def __init__(self, record: dict):
-        self.record, self.answer = record, record["answer"]
 
 
 def write_tor_reads(runs: Sequence[Path], compiled: Path, out: Path, **options) -> dict:
