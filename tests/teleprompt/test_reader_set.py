@@ -1,6 +1,7 @@
 """The reader's training set: RAFT-style reads, a stable split, yes/no balance, claims refused."""
 
 import json
+from collections import Counter
 
 import dspy
 import pytest
@@ -15,6 +16,7 @@ from treeqa.teleprompt.reader_set import (
     build_reads,
     evidence_examples,
     is_validation,
+    parse_mix,
     read_set,
     reads_of,
     refuse_claimed,
@@ -137,3 +139,58 @@ def test_evidence_questions_keep_their_sentences_and_a_stable_id(tmp_path):
     path.write_text('{"question": "Who?"}\n')
     with pytest.raises(DataError, match="e.jsonl:1"):
         evidence_examples(path)
+
+
+MIX = {"own": 0.4, "missed": 0.4, "gold": 0.4, "partial": 0.2}
+
+
+def test_with_a_mix_a_retrieval_missing_the_gold_is_a_missed_read_shown_as_retrieved():
+    reads = reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=1.0, mix=MIX)
+    assert sorted(r.kind for r in reads) == ["gold", "missed", "partial"]
+    [missed] = [r for r in reads if r.kind == "missed"]
+    assert missed.passages == tuple(f"Other {i}: Facts about Other {i}." for i in range(5))
+    assert missed.answer == "Paris"
+    assert sorted(r.pick for r in reads) == [0, 1, 2]
+    holds = [GOLD[0], GOLD[1], *OTHERS]
+    assert "missed" not in {r.kind for r in reads_of(example("q1"), "d", holds, GOLD, k=5, chars=1000, seed=0,
+                                                     partial_share=1.0, mix=MIX)}
+
+
+def test_the_first_pick_follows_the_mix_and_a_zero_weight_comes_last():
+    firsts = Counter()
+    for i in range(1000):
+        reads = reads_of(example(f"q{i}"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=1.0, mix=MIX)
+        firsts[next(r.kind for r in reads if r.pick == 0)] += 1
+    assert 340 < firsts["missed"] < 460 and 340 < firsts["gold"] < 460 and 140 < firsts["partial"] < 260
+    only_gold = {"missed": 0.0, "gold": 1.0, "partial": 0.0}
+    for i in range(20):
+        reads = reads_of(example(f"q{i}"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=1.0,
+                         mix=only_gold)
+        assert next(r.kind for r in reads if r.pick == 0) == "gold"
+
+
+def test_read_set_takes_the_pick_order_where_the_set_has_one(tmp_path):
+    lines = [{"id": f"q:{k}", "question_id": "q", "side": "train", "kind": k, "pick": pick, "chat": {"messages": []}}
+             for k, pick in (("missed", 0), ("gold", 2), ("partial", 1))]
+    (tmp_path / "reads.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert [r["kind"] for r in read_set(tmp_path, per_question=1)] == ["missed"]
+    assert [r["kind"] for r in read_set(tmp_path, per_question=2)] == ["missed", "partial"]
+
+
+def test_a_set_without_a_mix_writes_no_pick_and_no_missed_read(tmp_path):
+    corpus = {p.id: p for p in GOLD + OTHERS}
+    examples = [example(f"q{i}") for i in range(3)]
+    built = build_reads([("d", examples)], lambda d: FakeRetriever(fixed={e.question: OTHERS for e in examples}).search,
+                        lambda d: corpus, validation_share=0.0, partial_share=0.0)
+    _, reader = reader_of(build_program("rta", FakeRetriever(), k=5))
+    write_set(built, tmp_path, reader, TrainableJSONAdapter(), {"seed": 0})
+    rows = read_set(tmp_path)
+    assert {r["kind"] for r in rows} == {"gold"} and not any("pick" in r for r in rows)
+
+
+def test_a_mix_is_parsed_and_a_bad_one_refused():
+    assert parse_mix("own=0.4, missed=0.4,gold=1") == {"own": 0.4, "missed": 0.4, "gold": 1.0}
+    for bad, why in (("oracle=1", "not a read kind"), ("gold=x", "KIND=WEIGHT"), ("gold=-1", "negative"),
+                     ("gold=0", "no kind")):
+        with pytest.raises(ValueError, match=why):
+            parse_mix(bad)

@@ -120,13 +120,25 @@ def reads_cmd(
                                                          "(by id hash)")] = 0.1,
     limit: Annotated[int | None, typer.Option(help="at most this many questions from each source "
                                                    "(a quick look)")] = None,
+    mix: Annotated[str | None, typer.Option(help="weights by kind for drawing one read a question, e.g. "
+                                                 "'own=0.4,missed=0.4,gold=0.4,partial=0.2' (own and missed "
+                                                 "exclude each other); adds the missed reads (the own "
+                                                 "retrieval without a gold paragraph). Default: no mix, "
+                                                 "gold reads first")] = None,
+    evidence: Annotated[bool, typer.Option(help="include the HotpotQA evidence questions (gold sentences "
+                                                "without titles)")] = True,
 ) -> None:
     """Build the reader's training set from every question we may train on (never a claim sample):
     RAFT-style reads in rta's exact prompt, yes/no balanced, its sha256 in the manifest."""
-    from treeqa.teleprompt.reader_set import build_reader_set
+    from treeqa.teleprompt.reader_set import TAKES, build_reader_set, parse_mix
 
-    manifest = build_reader_set(out, k=k, seed=seed, partial_share=partial_share,
-                                validation_share=validation_share, limit=limit)
+    try:
+        weights = parse_mix(mix) if mix is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--mix") from None
+    takes = [t for t in TAKES if evidence or t.split != "evidence"]
+    manifest = build_reader_set(out, takes=takes, k=k, seed=seed, partial_share=partial_share,
+                                validation_share=validation_share, limit=limit, mix=weights)
     typer.echo(json.dumps(manifest["counts"], indent=2, sort_keys=True))
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
 

@@ -7,7 +7,13 @@ gives each several reads at the reader's passage budget:
 - "own": the program's own retrieval, where it already holds every gold paragraph;
 - "gold": the gold paragraphs (or gold sentences, for questions that come without paragraphs)
   among the retrieval's best distractors, shuffled;
-- "partial": one gold paragraph left out, so the reader learns to answer from what is there.
+- "partial": one gold paragraph left out, so the reader learns to answer from what is there;
+- "missed" (with a `mix`): the program's own retrieval as it is where it misses a gold paragraph,
+  RAFT's reads without the oracle, which is what the reader meets most often at test time.
+With a `mix` (weights by kind), each question's reads are also put in a seeded weighted order
+(`pick`), so that training on one read a question draws the kinds in those shares: the reader set
+v1 trained on its gold reads only and its adapter read gold better (+9.6 EM) and rta's own
+retrieval no better (benchmarks/runs/lora-reader-rta-v1/NOTES.md).
 The target is the gold answer as the data writes it. Questions are split into train and
 validation by a hash of their id (a rebuild never moves one), every choice is seeded per
 question (a question's reads do not depend on which others are in the set), yes/no answers are
@@ -21,7 +27,7 @@ import json
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dspy
@@ -142,6 +148,7 @@ class Read:
     question: str
     passages: tuple[str, ...]
     answer: str
+    pick: int | None = None
 
     @property
     def id(self) -> str:
@@ -161,8 +168,41 @@ def _as_texts(passages: Sequence[Passage], chars: int) -> tuple[str, ...]:
     return tuple(p.text if not p.title else text for p, text in zip(passages, shown, strict=True))
 
 
+KINDS = ("own", "missed", "gold", "partial")
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """'own=0.4,gold=0.4,...' as weights by kind; an unknown kind, a bad or negative weight, or no
+    positive weight is an error."""
+    mix = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, _, weight = part.partition("=")
+        kind = kind.strip()
+        if kind not in KINDS:
+            raise ValueError(f"{kind!r} is not a read kind ({', '.join(KINDS)})")
+        try:
+            mix[kind] = float(weight)
+        except ValueError:
+            raise ValueError(f"{part!r}: expected KIND=WEIGHT") from None
+        if mix[kind] < 0:
+            raise ValueError(f"{part!r}: a weight cannot be negative")
+    if not any(w > 0 for w in mix.values()):
+        raise ValueError(f"{text!r}: no kind has a positive weight")
+    return mix
+
+
+def picked(reads: Sequence[Read], mix: dict[str, float], rng: random.Random) -> list[Read]:
+    """The reads with their `pick`: a weighted order without replacement (each read's key is
+    u ** (1 / weight), highest first), so the first read of a question is of kind K with
+    probability proportional to mix[K] among the kinds it has; a kind weighted 0 comes last."""
+    keys = [rng.random() ** (1 / mix[r.kind]) if mix.get(r.kind, 0) > 0 else -1.0 - i for i, r in enumerate(reads)]
+    order = sorted(range(len(reads)), key=lambda i: -keys[i])
+    ranks = {i: rank for rank, i in enumerate(order)}
+    return [replace(r, pick=ranks[i]) for i, r in enumerate(reads)]
+
+
 def reads_of(example: dspy.Example, dataset: str, retrieved: Sequence[Passage], gold: Sequence[Passage], *,
-             k: int, chars: int, seed: int, partial_share: float) -> list[Read]:
+             k: int, chars: int, seed: int, partial_share: float, mix: dict[str, float] | None = None) -> list[Read]:
     """A question's reads (see the module doc); none when it has no gold or no answer."""
     if not gold or not example.get("answers"):
         return []
@@ -180,6 +220,8 @@ def reads_of(example: dspy.Example, dataset: str, retrieved: Sequence[Passage], 
     own = list(retrieved[:k])
     if {p.id for p in own} >= gold_ids:
         out.append(read("own", own))
+    elif mix is not None:
+        out.append(read("missed", own))
     shown = gold + distractors[: k - len(gold)]
     rng.shuffle(shown)
     out.append(read("gold", shown))
@@ -189,6 +231,8 @@ def reads_of(example: dspy.Example, dataset: str, retrieved: Sequence[Passage], 
         shown = kept + distractors[: k - len(kept)]
         rng.shuffle(shown)
         out.append(read("partial", shown))
+    if mix is not None:
+        out = picked(out, mix, random.Random(f"{seed}:{example.id}:pick"))
     return out
 
 
@@ -227,7 +271,7 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
                 search_for: Callable[[str], Callable[[str, int], list[Passage]]],
                 corpus_for: Callable[[str], dict[str, Passage]], *, k: int = 5, chars: int = 1000,
                 seed: int = 0, partial_share: float = 0.4, validation_share: float = 0.1,
-                depth: int = 20) -> ReaderSet:
+                depth: int = 20, mix: dict[str, float] | None = None) -> ReaderSet:
     """Reads for every example of `groups` ((dataset, examples) pairs). `search_for(dataset)`
     returns the program's search (query, n) -> passages, `corpus_for(dataset)` the pooled corpus
     by id; the retrieval's `depth` best passages supply the distractors."""
@@ -238,7 +282,7 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
         for example in examples:
             gold = _gold_of(example, by_id)
             made = reads_of(example, dataset, search(example.question, depth), gold, k=k, chars=chars,
-                            seed=seed, partial_share=partial_share)
+                            seed=seed, partial_share=partial_share, mix=mix)
             counts["questions"] += 1
             counts["questions_with_gold" if made else "questions_without_gold"] += 1
             side = validation if is_validation(example.id, validation_share) else train
@@ -258,9 +302,10 @@ def write_set(built: ReaderSet, out: Path, reader: dspy.Predict, adapter: dspy.A
     rows = []
     for side, reads in (("train", built.train), ("validation", built.validation)):
         for r in reads:
-            rows.append({"id": r.id, "question_id": r.question_id, "dataset": r.dataset, "side": side,
-                         "kind": r.kind, "question": r.question, "passages": list(r.passages),
-                         "answer": r.answer, "chat": chat_of(r, reader, adapter)})
+            row = {"id": r.id, "question_id": r.question_id, "dataset": r.dataset, "side": side,
+                   "kind": r.kind, "question": r.question, "passages": list(r.passages),
+                   "answer": r.answer, "chat": chat_of(r, reader, adapter)}
+            rows.append(row if r.pick is None else row | {"pick": r.pick})
     return write_rows(rows, out, settings, built.counts)
 
 
@@ -280,7 +325,8 @@ def write_rows(rows: Sequence[dict], out: Path, settings: dict, counts: dict) ->
 
 def read_set(path: Path, side: str | None = None, per_question: int | None = None) -> list[dict]:
     """The reads of a built set (one side, or both), in file order; `per_question` keeps at most
-    that many reads a question, preferring gold, then own, then partial reads."""
+    that many reads a question: the first of each question's `pick` order where the set was built
+    with a mix, else gold, then own, then partial reads."""
     folder = Path(path)
     file = folder / "reads.jsonl" if folder.is_dir() else folder
     if not file.is_file():
@@ -298,7 +344,7 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
         return reads
     rank = {"gold": 0, "own": 1, "partial": 2}
     taken: dict[str, list[dict]] = {}
-    for rec in sorted(reads, key=lambda r: rank.get(r["kind"], 3)):
+    for rec in sorted(reads, key=lambda r: r["pick"] if "pick" in r else rank.get(r["kind"], 3)):
         taken.setdefault(rec["question_id"], []).append(rec)
     keep = {rec["id"] for recs in taken.values() for rec in recs[:per_question]}
     return [rec for rec in reads if rec["id"] in keep]
@@ -306,7 +352,7 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
 
 def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
                      partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
-                     retriever_kind: str = "dense") -> dict:
+                     retriever_kind: str = "dense", mix: dict[str, float] | None = None) -> dict:
     """Build the set from the data (the one command behind `treeqa train reads`)."""
     ids, texts = claim_keys()
     groups = []
@@ -322,11 +368,14 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
         return retrievers[dataset]
 
     built = build_reads(groups, lambda d: retriever(d).search, lambda d: {p.id: p for p in retriever(d).passages},
-                        k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share)
+                        k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share,
+                        mix=mix)
     program = RetrieveThenAnswer(retriever(takes[0].dataset), k=k, passage_chars=chars)
     reader_name, reader = reader_of(program)
     settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
                 "k": k, "passage_chars": chars, "seed": seed, "partial_share": partial_share,
                 "validation_share": validation_share, "limit": limit, "retriever": retriever_kind,
                 "reader": f"{program.name}.{reader_name}", "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
+    if mix is not None:  # absent from sets built before mixes, so they rebuild byte for byte
+        settings["mix"] = mix
     return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
