@@ -194,3 +194,14 @@ def test_a_mix_is_parsed_and_a_bad_one_refused():
                      ("gold=0", "no kind")):
         with pytest.raises(ValueError, match=why):
             parse_mix(bad)
+
+
+def test_with_a_mix_the_yes_no_balance_is_by_question_so_one_read_each_stays_balanced():
+    corpus = {p.id: p for p in GOLD + OTHERS}
+    examples = [example(f"q{i}", a) for i, a in enumerate(["no", "no", "no", "yes", "Paris"])]
+    built = build_reads([("d", examples)], lambda d: FakeRetriever(fixed={e.question: OTHERS for e in examples}).search,
+                        lambda d: corpus, validation_share=0.0, partial_share=1.0, mix=MIX)
+    assert built.counts["balance_dropped"] == 2  # two "no" questions, with all their reads
+    assert len(built.train) == 3 * 3
+    answers = Counter(r.answer for r in built.train if r.pick == 0)
+    assert answers == {"no": 1, "yes": 1, "Paris": 1}

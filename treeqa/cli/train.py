@@ -193,6 +193,50 @@ def reasons_cmd(
     typer.echo(json.dumps({"reads": len(chosen), **counts, "kept": kept}, sort_keys=True))
 
 
+@train_app.command("score")
+def score_cmd(
+    source: Annotated[str, typer.Argument(help="A compiled program (with its adapter, if it names one), or a "
+                                               "program's name for its zero-shot reader.")],
+    reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],
+    out: Annotated[Path, typer.Option(help="the scores file (.jsonl, one record a read); a rerun resumes")],
+    side: Annotated[str, typer.Option(help="validation, train or both")] = "validation",
+    kind: Annotated[list[str] | None, typer.Option(help="only reads of this kind (repeat it; own, missed, gold, "
+                                                        "partial); default: every kind")] = None,
+    per_question: Annotated[int | None, typer.Option(help="at most this many reads a question")] = None,
+    limit: Annotated[int | None, typer.Option(help="the first N reads only")] = None,
+    lm: Annotated[str, typer.Option(help="the model the reader answers with")] = "local",
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="ask the model again")] = False,
+) -> None:
+    """Validation EM: the program's reader (and its adapter) answering a built set's held-out
+    reads, as the program calls it. Prints EM and F1, overall and by kind and dataset."""
+    import dspy
+
+    from treeqa.lm import adapter_for, get_lm
+    from treeqa.programs.compiled.adapters import run_adapters_with
+    from treeqa.teleprompt.read_scores import score_reads, summarise
+    from treeqa.teleprompt.reader_set import KINDS, read_set
+    from treeqa.teleprompt.recorded import reader_of
+
+    if side not in ("validation", "train", "both"):
+        raise typer.BadParameter("validation, train or both", param_hint="--side")
+    if unknown := set(kind or []) - set(KINDS):
+        raise typer.BadParameter(f"unknown kind(s) {sorted(unknown)}; kinds: {', '.join(KINDS)}", param_hint="--kind")
+    chosen = [r for r in read_set(reads, None if side == "both" else side, per_question)
+              if not kind or r["kind"] in kind][:limit]
+    if not chosen:
+        fail(f"{reads}: no {side} read of the kinds asked for")
+    try:
+        program, _, _ = _source_program(source, None)
+        _, reader = reader_of(program)
+    except (CompiledProgramError, ValueError) as exc:
+        fail(exc)
+    model = get_lm(lm, cache=not no_cache)
+    run_adapters_with(program, model, cache=not no_cache)
+    with dspy.context(lm=model, adapter=adapter_for(model)):
+        records = score_reads(reader, chosen, out)
+    typer.echo(json.dumps(summarise(records), indent=2))
+
+
 @train_app.command("lora")
 def lora_cmd(
     reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],

@@ -17,7 +17,8 @@ retrieval no better (benchmarks/runs/lora-reader-rta-v1/NOTES.md).
 The target is the gold answer as the data writes it. Questions are split into train and
 validation by a hash of their id (a rebuild never moves one), every choice is seeded per
 question (a question's reads do not depend on which others are in the set), yes/no answers are
-balanced on the train side, and the manifest records the reads file's sha256.
+balanced on the train side (by question where one read a question is drawn), and the manifest
+records the reads file's sha256.
 """
 
 from __future__ import annotations
@@ -289,7 +290,14 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
             side.extend(made)
             for r in made:
                 counts[f"reads_{r.kind}"] += 1
-    train, dropped = balance_yes_no(train, seed)
+    if mix is None:
+        train, dropped = balance_yes_no(train, seed)
+    else:  # one read a question is drawn from each: balance the questions, or the draw unbalances them
+        by_question: dict[str, list[Read]] = {}
+        for r in train:
+            by_question.setdefault(r.question_id, []).append(r)
+        kept, dropped = balance_yes_no(list(by_question.values()), seed, answer_of=lambda reads: reads[0].answer)
+        train = [r for reads in kept for r in reads]
     counts.update({"train_reads": len(train), "validation_reads": len(validation), "balance_dropped": dropped,
                    "train_questions": len({r.question_id for r in train}),
                    "validation_questions": len({r.question_id for r in validation})})
