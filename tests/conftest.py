@@ -7,7 +7,19 @@ import tempfile
 
 import pytest
 
-from tests.fakes import FIXTURE_ANSWERS, FIXTURE_DATA, MUSIQUE, RECORDS, generic_lm, hashing_embed, llama_server, use_lm
+from tests.fakes import (
+    FIXTURE_ANSWERS,
+    FIXTURE_DATA,
+    MUSIQUE,
+    RECORDS,
+    FakeLlama,
+    generic_lm,
+    hashing_embed,
+    llama_server,
+    tiny_base_gguf,
+    use_lm,
+)
+from treeqa.lm._engine import LlamaEngine
 from treeqa.settings import get_settings
 
 # what `treeqa data get` fetched on this machine must not stand in for a test's missing files
@@ -87,3 +99,28 @@ def llama_server_url():
     """One real server for a test module (see `llama_server`)."""
     with llama_server() as url:
         yield url
+
+
+@pytest.fixture
+def base(settings_env, tmp_path):
+    """The tiny model's base GGUF as the embedded model (adapters record its hash)."""
+    path = tiny_base_gguf(tmp_path / "base.gguf")
+    settings_env(model_path=path, cache_dir=tmp_path / "cache")
+    return path
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    """Embedded engines without llama.cpp, one per adapter: a LlamaEngine over a FakeLlama that
+    answers in JSON, recording its calls."""
+    made = {}
+
+    def fake_local_engine(**overrides):
+        adapter = overrides.get("adapter")
+        if adapter not in made:
+            made[adapter] = LlamaEngine(llama=FakeLlama('{"answer": "Paris"}'), kv_cache_mb=0, adapter=adapter)
+        return made[adapter]
+
+    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
+    monkeypatch.setattr(LlamaEngine, "_grammar_for", lambda self, response_format: None)
+    return made

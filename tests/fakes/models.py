@@ -3,6 +3,15 @@ with a word-level tokenizer that has ChatML's template."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from tests.fakes.retrievers import FakeRetriever
+from treeqa.lm import base_model_sha256
+from treeqa.lm.adapter import AdapterRef
+from treeqa.programs import build_program
+from treeqa.programs.compiled import save_compiled
+
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 WORDS = ["system", "user", "assistant", "question", "passages", "answer", "paris", "rome", "capital", "of",
@@ -88,3 +97,18 @@ def tiny_lora_gguf(path, tensors: dict | None = None, alpha: float = 8.0, **fiel
     """An adapter GGUF in llama.cpp's LoRA layout (for the tiny base unless `tensors` say otherwise)."""
     meta = {"general.type": "adapter", "adapter.type": "lora", "adapter.lora.alpha": alpha, **fields}
     return write_gguf(path, tiny_lora_tensors() if tensors is None else tensors, meta)
+
+
+def compiled_with_adapter(folder: Path, program: str = "direct", tear: int = 0) -> Path:
+    """A compiled program whose "answer" predictor is recorded to answer through an adapter for
+    the tiny base; `tear` bytes are cut off the adapter before it is recorded (so the record
+    matches the torn file, as a file that arrived with it would)."""
+    built = build_program(program, FakeRetriever()) if program == "rta" else build_program(program)
+    path = save_compiled(built, folder / "compiled.json", name=program, dataset="hotpotqa", retriever="dense")
+    adapter = tiny_lora_gguf(folder / "adapter.gguf")
+    if tear:
+        adapter.write_bytes(adapter.read_bytes()[:-tear])
+    state = json.loads(path.read_text())
+    state["treeqa"]["adapter"] = AdapterRef.of(adapter, folder, base_model_sha256(), ["answer"]).to_dict()
+    path.write_text(json.dumps(state))
+    return path

@@ -4,56 +4,12 @@ record's non-finite size, a symlinked adapter and one over the size limit are on
 and `ask`/`serve` hold an adapter's predictors to `--lm` and `--no-cache` as `evaluate` does."""
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeLlama, FakeRetriever, run_cli, tiny_base_gguf, tiny_lora_gguf
-from treeqa.lm import base_model_sha256
-from treeqa.lm._engine import LlamaEngine
+from tests.fakes import FakeRetriever, compiled_with_adapter, run_cli
 from treeqa.lm.adapter import AdapterError, AdapterRef
-from treeqa.programs import build_program
-from treeqa.programs.compiled import CompiledProgramError, adapter_lms, load_program, save_compiled
-
-
-@pytest.fixture
-def base(settings_env, tmp_path):
-    """The tiny model's base GGUF as the embedded model (adapters record its hash)."""
-    path = tiny_base_gguf(tmp_path / "base.gguf")
-    settings_env(model_path=path, cache_dir=tmp_path / "cache")
-    return path
-
-
-@pytest.fixture
-def engines(monkeypatch):
-    """Embedded engines without llama.cpp, one per adapter: a LlamaEngine over a FakeLlama that
-    answers in JSON, recording its calls."""
-    made = {}
-
-    def fake_local_engine(**overrides):
-        adapter = overrides.get("adapter")
-        if adapter not in made:
-            made[adapter] = LlamaEngine(llama=FakeLlama('{"answer": "Paris"}'), kv_cache_mb=0, adapter=adapter)
-        return made[adapter]
-
-    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
-    monkeypatch.setattr(LlamaEngine, "_grammar_for", lambda self, response_format: None)
-    return made
-
-
-def compiled_with_adapter(folder: Path, program: str = "direct", tear: int = 0) -> Path:
-    """A compiled program whose "answer" predictor is recorded to answer through an adapter for
-    the tiny base; `tear` bytes are cut off the adapter before it is recorded (so the record
-    matches the torn file, as a file that arrived with it would)."""
-    built = build_program(program, FakeRetriever()) if program == "rta" else build_program(program)
-    path = save_compiled(built, folder / "compiled.json", name=program, dataset="hotpotqa", retriever="dense")
-    adapter = tiny_lora_gguf(folder / "adapter.gguf")
-    if tear:
-        adapter.write_bytes(adapter.read_bytes()[:-tear])
-    state = json.loads(path.read_text())
-    state["treeqa"]["adapter"] = AdapterRef.of(adapter, folder, base_model_sha256(), ["answer"]).to_dict()
-    path.write_text(json.dumps(state))
-    return path
+from treeqa.programs.compiled import CompiledProgramError, adapter_lms, load_program
 
 
 def test_1_a_torn_adapter_that_matches_its_record_is_refused_before_the_engine(base, engines, tmp_path):

@@ -231,7 +231,10 @@ def score_cmd(
     except (CompiledProgramError, ValueError) as exc:
         fail(exc)
     model = get_lm(lm, cache=not no_cache)
-    run_adapters_with(program, model, cache=not no_cache)
+    try:
+        run_adapters_with(program, model, cache=not no_cache)
+    except ValueError as exc:
+        fail(exc)
     with dspy.context(lm=model, adapter=adapter_for(model)):
         records = score_reads(reader, chosen, out)
     typer.echo(json.dumps(summarise(records), indent=2))

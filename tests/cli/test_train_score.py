@@ -1,0 +1,69 @@
+"""`treeqa train score`: a reader's validation EM on a built set's reads, answered as the program
+calls its reader (its adapter included), resumable, filtered by kind."""
+
+import json
+
+from tests.fakes import compiled_with_adapter, run_cli
+from tests.fakes.lm import scripted_lm, use_lm
+
+
+def write_set(folder, side="validation"):
+    folder.mkdir()
+    reads = []
+    for i, (kind, shown) in enumerate([("missed", "Rome: a city."), ("gold", "Paris: the capital."),
+                                       ("own", "Paris: the capital.")]):
+        reads.append({"id": f"q{i}:{kind}", "question_id": f"q{i}", "dataset": "hotpotqa", "side": side, "kind": kind,
+                      "question": f"Q{i}?", "passages": [shown, "Other: text."], "answer": "Paris",
+                      "chat": {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}})
+    (folder / "reads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reads))
+
+
+def reads_passages(kind, inputs):
+    """Answers with the first passage's title: right where the read shows Paris."""
+    return {"answer": inputs["passages"][0].split(":")[0]}
+
+
+def summary_of(output: str) -> dict:
+    return json.loads(output[output.index("{"):])
+
+
+def test_scores_every_read_by_kind_and_a_rerun_asks_nothing(tmp_path, monkeypatch):
+    write_set(tmp_path / "set")
+    lm, engine = scripted_lm(reads_passages)
+    use_lm(monkeypatch, lm)
+    out = tmp_path / "scores.jsonl"
+    result = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    summary = summary_of(result.output)
+    assert summary["all"] == {"n": 3, "em": 66.7, "f1": 66.7, "failed": 0}
+    assert summary["kind:missed"]["em"] == 0.0 and summary["kind:gold"]["em"] == 100.0
+    assert [c.inputs["passages"] for c in engine.calls][0] == ["Rome: a city.", "Other: text."]  # as the set wrote it
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["prediction"], r["em"]) for r in records] == [
+        ("q0:missed", "Rome", 0.0), ("q1:gold", "Paris", 1.0), ("q2:own", "Paris", 1.0)]
+    again = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(out))
+    assert again.exit_code == 0 and len(engine.calls) == 3  # resumed: nothing asked again
+    only = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "m.jsonl"),
+                   "--kind", "missed")
+    assert summary_of(only.output)["all"]["n"] == 1
+
+
+def test_a_compiled_readers_adapter_answers_and_an_endpoint_is_refused(base, engines, tmp_path):
+    write_set(tmp_path / "set")
+    path = compiled_with_adapter(tmp_path / "compiled", "rta")
+    refused = run_cli("train", "score", str(path), "--set", str(tmp_path / "set"), "--out", str(tmp_path / "x.jsonl"),
+                      "--lm", "openai/gpt-4o-mini")
+    assert refused.exit_code == 1 and "run it with --lm local" in refused.output
+    result = run_cli("train", "score", str(path), "--set", str(tmp_path / "set"), "--out", str(tmp_path / "s.jsonl"))
+    assert result.exit_code == 0, result.output
+    assert len(engines[str(tmp_path / "compiled" / "adapter.gguf")].llama.calls) == 3  # every read, through it
+    assert summary_of(result.output)["all"]["em"] == 100.0  # the fake adapter engine answers "Paris"
+
+
+def test_no_read_of_the_kinds_asked_for_and_an_unknown_kind_are_one_line(tmp_path):
+    write_set(tmp_path / "set", side="train")
+    none = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "s.jsonl"))
+    assert none.exit_code == 1 and "no validation read" in none.output
+    bad = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "s.jsonl"),
+                  "--kind", "oracle")
+    assert bad.exit_code == 2 and "unknown kind" in bad.output
