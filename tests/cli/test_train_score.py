@@ -67,3 +67,19 @@ def test_no_read_of_the_kinds_asked_for_and_an_unknown_kind_are_one_line(tmp_pat
     bad = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "s.jsonl"),
                   "--kind", "oracle")
     assert bad.exit_code == 2 and "unknown kind" in bad.output
+
+
+def test_a_read_with_the_readers_own_inputs_is_answered_with_them(tmp_path, monkeypatch):
+    """ToR's sets (`train tor-reads`) write the fusion reader's inputs, not rta's passages."""
+    write_set(tmp_path / "set")
+    rows = [json.loads(line) for line in (tmp_path / "set" / "reads.jsonl").read_text().splitlines()]
+    for row in rows:
+        row["inputs"] = {"passages": ["Paris: given as the reader's own input."]}
+        del row["passages"]
+    (tmp_path / "set" / "reads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lm, engine = scripted_lm(reads_passages)
+    use_lm(monkeypatch, lm)
+    result = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "s.jsonl"))
+    assert result.exit_code == 0, result.output
+    assert summary_of(result.output)["all"]["em"] == 100.0
+    assert {tuple(c.inputs["passages"]) for c in engine.calls} == {("Paris: given as the reader's own input.",)}

@@ -38,8 +38,14 @@ def scored_reads(path: Path) -> dict[str, dict]:
     return done
 
 
+def read_inputs(read: dict) -> dict:
+    """The reader's inputs besides the question: rta's sets write `passages`, ToR's (`train
+    tor-reads`) the fusion reader's own `inputs`."""
+    return dict(read["inputs"]) if "inputs" in read else {"passages": list(read["passages"])}
+
+
 def score_reads(reader: dspy.Module, reads: Sequence[dict], out: Path, progress: bool = True) -> list[dict]:
-    """Answer every read with `reader` (question and passages as the set wrote them), appending
+    """Answer every read with `reader` (its inputs as the set wrote them), appending
     one record a read to `out` (reads already there are skipped); returns the reads' records in
     their order."""
     done = scored_reads(out)
@@ -48,7 +54,7 @@ def score_reads(reader: dspy.Module, reads: Sequence[dict], out: Path, progress:
         for read in tqdm([r for r in reads if r["id"] not in done], desc="answering reads", unit="read",
                          disable=not progress):
             failures: list[dict] = []
-            pred = safe_call(reader, failures, "answer", question=read["question"], passages=list(read["passages"]))
+            pred = safe_call(reader, failures, "answer", question=read["question"], **read_inputs(read))
             said = clean_answer(pred.answer) if pred is not None else ""
             rec = {"id": read["id"], "question_id": read["question_id"], "dataset": read["dataset"],
                    "kind": read["kind"], "gold": read["answer"], "prediction": said,
