@@ -119,6 +119,8 @@ HEADLINE_ROWS = (
      ("tor-path-judge-replay-lora-balanced", "tor-path-judge-read-3-reader-replay-lora-balanced", None)),
     ("rta with the reader set v1's adapter (600 of its 1,010 gold reads, trained on CPU)",
      ("rta-lora-v1", "rta-lora-v1", None)),
+    ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
+     "partial reads)", ("rta-lora-v2", None, None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
 )
