@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("chats", type=Path)
     parser.add_argument("--examples", type=int, default=3)
     parser.add_argument("--tops", default="2,4,8")
+    parser.add_argument("--top-dtypes", default="float32", help="what the trained layers compute in, e.g. float32,bfloat16")
+    parser.add_argument("--lower-dtype", default="float32")
     args = parser.parse_args()
 
     import torch
@@ -55,11 +57,13 @@ def main() -> None:
     out["tokens"] = [len(ex) for ex in examples]
     rows = []
     trainer = None
-    for top in [int(t) for t in args.tops.split(",")]:
+    recipes = [(int(t), d) for t in args.tops.split(",") for d in args.top_dtypes.split(",")]
+    for top, top_dtype in recipes:
         if trainer is not None:  # peft wraps the model in place: unwrap before the next recipe
             model = trainer.model.unload()
         work = Path(tempfile.mkdtemp())
-        trainer = LoraTrainer(model, tokenizer, LoraRecipe(top_layers=top), "bench", work, cache_dir=work / "c")
+        recipe = LoraRecipe(top_layers=top, top_dtype=top_dtype, lower_dtype=args.lower_dtype)
+        trainer = LoraTrainer(model, tokenizer, recipe, "bench", work, cache_dir=work / "c")
         lower, step = [], []
         for ex in examples:
             t0 = time.perf_counter()
@@ -71,7 +75,9 @@ def main() -> None:
             step.append(t2 - t1)
             trainer.model.zero_grad()
         adapter = write_adapter(trainer.lora_state(), work / "adapter.gguf", alpha=32)
-        rows.append({"top_layers": top, "lower_pass_s": round(sum(lower) / len(lower), 1),
+        rows.append({"top_layers": top, "top_dtype": top_dtype, "lower_dtype": args.lower_dtype,
+                     "loss": round(float(trainer.answer_loss(examples[0], trainer.lower_hidden(examples[0]))), 4),
+                     "lower_pass_s": round(sum(lower) / len(lower), 1),
                      "train_step_s": round(sum(step) / len(step), 1),
                      "first_epoch_s": round((sum(lower) + sum(step)) / len(step), 1),
                      "adapter_mb": round(adapter.stat().st_size / 2**20, 1),

@@ -258,6 +258,26 @@ def test_bfloat16_lower_layers_stay_close_to_float32_and_cache_apart(tmp_path):
         LoraRecipe(lower_dtype="int8")
 
 
+def test_bfloat16_top_layers_train_float32_weights_close_to_float32_and_keep_old_fingerprints(tmp_path):
+    """Autocast computes the trained layers in bfloat16: the loss stays near float32's, the LoRA
+    weights and their gradients stay float32 and still learn, and a float32 recipe's dict (a
+    checkpoint's fingerprint, a compiled file's record) is what it was before the field existed."""
+    ex = examples(1)[0]
+    base = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=6, learning_rate=3e-2, accumulate=2)
+    exact = LoraTrainer(tiny_model(), tiny_tokenizer(), base, "tiny", tmp_path / "a")
+    fast = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(**{**base.to_dict(), "targets": base.targets,
+                                                                    "top_dtype": "bfloat16"}), "tiny", tmp_path / "b")
+    a, b = exact.answer_loss(ex, exact.lower_hidden(ex)), fast.answer_loss(ex, fast.lower_hidden(ex))
+    assert b.dtype == torch.float32 and float(b) == pytest.approx(float(a), rel=0.05)
+    report = fast.train(examples(), progress=False)
+    assert all(p.dtype == torch.float32 for p in fast.trainable())
+    assert report.last_loss < 0.5 * report.first_loss
+    assert "top_dtype" not in base.to_dict() and fast.recipe.to_dict()["top_dtype"] == "bfloat16"
+    assert exact.fingerprint(examples()) != fast.fingerprint(examples())
+    with pytest.raises(ValueError, match="top_dtype"):
+        LoraRecipe(top_dtype="float16")
+
+
 def test_9_an_edited_checkpoint_step_starts_over(tmp_path):
     """A checkpoint's step past its training (10000 of 4) is not a point of it: without this
     check the loop was skipped and the untrained adapter reported as finished."""

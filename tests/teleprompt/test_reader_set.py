@@ -205,3 +205,27 @@ def test_with_a_mix_the_yes_no_balance_is_by_question_so_one_read_each_stays_bal
     assert len(built.train) == 3 * 3
     answers = Counter(r.answer for r in built.train if r.pick == 0)
     assert answers == {"no": 1, "yes": 1, "Paris": 1}
+
+
+def test_yes_no_by_dataset_balances_each_dataset_where_the_whole_set_would_not():
+    corpus = {p.id: p for p in GOLD + OTHERS}
+    groups = [("a", [example(f"a{i}", x) for i, x in enumerate(["no", "no", "yes", "Paris"])]),
+              ("b", [example(f"b{i}", x) for i, x in enumerate(["yes", "yes", "no", "Rome"])])]
+    search = FakeRetriever(fixed={e.question: OTHERS for _, exs in groups for e in exs}).search
+
+    def answers(by_dataset: bool) -> Counter:
+        built = build_reads(groups, lambda d: search, lambda d: corpus, validation_share=0.0, partial_share=0.0,
+                            mix=MIX, yes_no_by_dataset=by_dataset)
+        return Counter((r.dataset, r.answer) for r in built.train if r.pick == 0)
+
+    assert answers(False)[("a", "no")] == 2  # 3 yes, 3 no over the set: each dataset stays lopsided
+    assert answers(True) == {("a", "no"): 1, ("a", "yes"): 1, ("a", "Paris"): 1,
+                             ("b", "yes"): 1, ("b", "no"): 1, ("b", "Rome"): 1}
+
+
+def test_an_evidence_question_gets_no_own_or_missed_read():
+    sentences = dspy.Example(id="e1", question="Who?", answers=["Ann"], gold_sentences=["Ann did it."],
+                             gold_ids=[]).with_inputs("question")
+    gold = [passage("Ann did it.")]
+    reads = reads_of(sentences, "hotpotqa", OTHERS, gold, k=5, chars=1000, seed=0, partial_share=1.0, mix=MIX)
+    assert [r.kind for r in reads] == ["gold"]

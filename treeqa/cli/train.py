@@ -127,6 +127,8 @@ def reads_cmd(
                                                  "gold reads first")] = None,
     evidence: Annotated[bool, typer.Option(help="include the HotpotQA evidence questions (gold sentences "
                                                 "without titles)")] = True,
+    yes_no_by_dataset: Annotated[bool, typer.Option("--yes-no-by-dataset", help="balance yes/no answers within "
+                                                    "each dataset, not over the whole set")] = False,
 ) -> None:
     """Build the reader's training set from every question we may train on (never a claim sample):
     RAFT-style reads in rta's exact prompt, yes/no balanced, its sha256 in the manifest."""
@@ -138,7 +140,8 @@ def reads_cmd(
         raise typer.BadParameter(str(exc), param_hint="--mix") from None
     takes = [t for t in TAKES if evidence or t.split != "evidence"]
     manifest = build_reader_set(out, takes=takes, k=k, seed=seed, partial_share=partial_share,
-                                validation_share=validation_share, limit=limit, mix=weights)
+                                validation_share=validation_share, limit=limit, mix=weights,
+                                yes_no_by_dataset=yes_no_by_dataset)
     typer.echo(json.dumps(manifest["counts"], indent=2, sort_keys=True))
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
 
@@ -256,6 +259,8 @@ def lora_cmd(
     epochs: Annotated[int, typer.Option()] = 1,
     accumulate: Annotated[int, typer.Option(help="examples per optimizer step")] = 4,
     lower_dtype: Annotated[str, typer.Option(help="dtype of the frozen lower layers' single pass")] = "bfloat16",
+    top_dtype: Annotated[str, typer.Option(help="what the trained layers compute in (bfloat16: autocast, "
+                                                "the weights stay float32)")] = "float32",
     budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda where torch sees one)")] = "auto",
     with_reasons: Annotated[bool, typer.Option("--with-reasons", help="train the reasoning reader (rta "
@@ -282,7 +287,7 @@ def lora_cmd(
             raise typer.BadParameter("no read has a kept reason yet: run `treeqa train reasons` first",
                                      param_hint="--with-reasons")
     recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate, epochs=epochs,
-                        accumulate=accumulate, lower_dtype=lower_dtype)
+                        accumulate=accumulate, lower_dtype=lower_dtype, top_dtype=top_dtype)
     typer.echo(f"training on {len(train_chats)} reads, validating on {len(held_out_chats)}", err=True)
     adapter, report = train_adapter(train_chats, out, recipe, budget_s=budget_s, validation=held_out_chats,
                                     validate_every=validate_every, device=device)

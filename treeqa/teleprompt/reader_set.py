@@ -10,6 +10,8 @@ gives each several reads at the reader's passage budget:
 - "partial": one gold paragraph left out, so the reader learns to answer from what is there;
 - "missed" (with a `mix`): the program's own retrieval as it is where it misses a gold paragraph,
   RAFT's reads without the oracle, which is what the reader meets most often at test time.
+A question whose gold is sentences (the evidence questions) gets neither own nor missed reads:
+its paragraphs are not in the corpus, so its retrieval always "misses" and would only teach guessing.
 With a `mix` (weights by kind), each question's reads are also put in a seeded weighted order
 (`pick`), so that training on one read a question draws the kinds in those shares: the reader set
 v1 trained on its gold reads only and its adapter read gold better (+9.6 EM) and rta's own
@@ -219,7 +221,9 @@ def reads_of(example: dspy.Example, dataset: str, retrieved: Sequence[Passage], 
 
     out = []
     own = list(retrieved[:k])
-    if {p.id for p in own} >= gold_ids:
+    if example.get("gold_sentences"):
+        pass  # its gold is sentences outside the corpus: its own retrieval can neither hold nor miss them
+    elif {p.id for p in own} >= gold_ids:
         out.append(read("own", own))
     elif mix is not None:
         out.append(read("missed", own))
@@ -272,10 +276,12 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
                 search_for: Callable[[str], Callable[[str, int], list[Passage]]],
                 corpus_for: Callable[[str], dict[str, Passage]], *, k: int = 5, chars: int = 1000,
                 seed: int = 0, partial_share: float = 0.4, validation_share: float = 0.1,
-                depth: int = 20, mix: dict[str, float] | None = None) -> ReaderSet:
+                depth: int = 20, mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False) -> ReaderSet:
     """Reads for every example of `groups` ((dataset, examples) pairs). `search_for(dataset)`
     returns the program's search (query, n) -> passages, `corpus_for(dataset)` the pooled corpus
-    by id; the retrieval's `depth` best passages supply the distractors."""
+    by id; the retrieval's `depth` best passages supply the distractors. `yes_no_by_dataset`
+    balances yes/no within each dataset: balanced over the whole set, v2's HotpotQA reads were
+    6 "no" to 3 "yes" and its adapter answered "no" to 16 of 18 HotpotQA yes/no questions."""
     train, validation = [], []
     counts: Counter = Counter()
     for dataset, examples in groups:
@@ -290,14 +296,21 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
             side.extend(made)
             for r in made:
                 counts[f"reads_{r.kind}"] += 1
-    if mix is None:
-        train, dropped = balance_yes_no(train, seed)
-    else:  # one read a question is drawn from each: balance the questions, or the draw unbalances them
-        by_question: dict[str, list[Read]] = {}
-        for r in train:
-            by_question.setdefault(r.question_id, []).append(r)
-        kept, dropped = balance_yes_no(list(by_question.values()), seed, answer_of=lambda reads: reads[0].answer)
-        train = [r for reads in kept for r in reads]
+    parts = [[r for r in train if r.dataset == d] for d in dict.fromkeys(r.dataset for r in train)] \
+        if yes_no_by_dataset else [train]
+    train, dropped = [], 0
+    for part in parts:
+        if mix is None:
+            kept, left_out = balance_yes_no(part, seed)
+        else:  # one read a question is drawn from each: balance the questions, or the draw unbalances them
+            by_question: dict[str, list[Read]] = {}
+            for r in part:
+                by_question.setdefault(r.question_id, []).append(r)
+            questions, left_out = balance_yes_no(list(by_question.values()), seed,
+                                                 answer_of=lambda reads: reads[0].answer)
+            kept = [r for reads in questions for r in reads]
+        train += kept
+        dropped += left_out
     counts.update({"train_reads": len(train), "validation_reads": len(validation), "balance_dropped": dropped,
                    "train_questions": len({r.question_id for r in train}),
                    "validation_questions": len({r.question_id for r in validation})})
@@ -360,7 +373,8 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
 
 def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
                      partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
-                     retriever_kind: str = "dense", mix: dict[str, float] | None = None) -> dict:
+                     retriever_kind: str = "dense", mix: dict[str, float] | None = None,
+                     yes_no_by_dataset: bool = False) -> dict:
     """Build the set from the data (the one command behind `treeqa train reads`)."""
     ids, texts = claim_keys()
     groups = []
@@ -377,7 +391,7 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
 
     built = build_reads(groups, lambda d: retriever(d).search, lambda d: {p.id: p for p in retriever(d).passages},
                         k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share,
-                        mix=mix)
+                        mix=mix, yes_no_by_dataset=yes_no_by_dataset)
     program = RetrieveThenAnswer(retriever(takes[0].dataset), k=k, passage_chars=chars)
     reader_name, reader = reader_of(program)
     settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
@@ -386,4 +400,6 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
                 "reader": f"{program.name}.{reader_name}", "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
     if mix is not None:  # absent from sets built before mixes, so they rebuild byte for byte
         settings["mix"] = mix
+    if yes_no_by_dataset:  # likewise
+        settings["yes_no_by_dataset"] = True
     return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
