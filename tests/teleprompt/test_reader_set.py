@@ -207,20 +207,40 @@ def test_with_a_mix_the_yes_no_balance_is_by_question_so_one_read_each_stays_bal
     assert answers == {"no": 1, "yes": 1, "Paris": 1}
 
 
-def test_yes_no_by_dataset_balances_each_dataset_where_the_whole_set_would_not():
+def sentence_example(qid: str, answer: str) -> dspy.Example:
+    """An evidence question: its gold is a sentence outside the corpus, so its first read is built."""
+    return dspy.Example(id=qid, question=f"question {qid}?", answers=[answer], gold_sentences=[f"{answer} it is."],
+                        gold_ids=[]).with_inputs("question")
+
+
+def balanced_answers(groups, by_dataset: bool) -> tuple[Counter, int]:
     corpus = {p.id: p for p in GOLD + OTHERS}
-    groups = [("a", [example(f"a{i}", x) for i, x in enumerate(["no", "no", "yes", "Paris"])]),
-              ("b", [example(f"b{i}", x) for i, x in enumerate(["yes", "yes", "no", "Rome"])])]
     search = FakeRetriever(fixed={e.question: OTHERS for _, exs in groups for e in exs}).search
+    built = build_reads(groups, lambda d: search, lambda d: corpus, validation_share=0.0, partial_share=0.0,
+                        mix={"missed": 1.0, "gold": 1e-9}, yes_no_by_dataset=by_dataset)  # missed first
+    first = [r for r in built.train if r.pick == 0]
+    return Counter((r.dataset, r.answer) for r in first), built.counts["balance_dropped"]
 
-    def answers(by_dataset: bool) -> Counter:
-        built = build_reads(groups, lambda d: search, lambda d: corpus, validation_share=0.0, partial_share=0.0,
-                            mix=MIX, yes_no_by_dataset=by_dataset)
-        return Counter((r.dataset, r.answer) for r in built.train if r.pick == 0)
 
-    assert answers(False)[("a", "no")] == 2  # 3 yes, 3 no over the set: each dataset stays lopsided
-    assert answers(True) == {("a", "no"): 1, ("a", "yes"): 1, ("a", "Paris"): 1,
-                             ("b", "yes"): 1, ("b", "no"): 1, ("b", "Rome"): 1}
+def test_yes_no_by_dataset_balances_each_dataset_where_the_whole_set_would_not():
+    groups = [("a", [sentence_example(f"a{i}", x) for i, x in enumerate(["no", "no", "yes", "Paris"])]),
+              ("b", [sentence_example(f"b{i}", x) for i, x in enumerate(["yes", "yes", "no", "Rome"])])]
+    whole, _ = balanced_answers(groups, by_dataset=False)
+    assert whole[("a", "no")] == 2  # 3 yes, 3 no over the set: each dataset stays lopsided
+    apart, dropped = balanced_answers(groups, by_dataset=True)
+    assert dropped == 2 and apart == {("a", "no"): 1, ("a", "yes"): 1, ("a", "Paris"): 1,
+                                      ("b", "yes"): 1, ("b", "no"): 1, ("b", "Rome"): 1}
+
+
+def test_yes_no_by_dataset_balances_the_programs_own_retrieval_apart_from_built_reads():
+    """'no' only where the reader sees its own retrieval and 'yes' only on built reads would teach
+    it that its retrieval means 'no': those questions are balanced apart."""
+    retrieved = [example("r0", "no"), example("r1", "no")]  # OTHERS miss the gold: a missed read comes first
+    built = [sentence_example("s0", "yes"), sentence_example("s1", "yes")]
+    groups = [("a", [*retrieved, *built, example("r2", "Paris")])]
+    assert balanced_answers(groups, by_dataset=False)[1] == 0
+    kept, dropped = balanced_answers(groups, by_dataset=True)
+    assert dropped == 4 and kept == {("a", "Paris"): 1}
 
 
 def test_an_evidence_question_gets_no_own_or_missed_read():

@@ -257,6 +257,33 @@ def balance_yes_no(reads: Sequence, seed: int = 0, answer_of: Callable = lambda 
     return [r for i, r in enumerate(reads) if i not in dropped], len(dropped)
 
 
+def balanced(train: list[Read], seed: int, *, by_question: bool, apart: bool) -> tuple[list[Read], int]:
+    """The train reads with yes/no balanced, and how many were left out. `by_question` (a set with
+    a mix, trained one read a question) keeps or drops a question with all its reads, so the draw
+    stays balanced. `apart` balances each dataset on its own and, by question, the questions whose
+    first read is the program's own retrieval apart from those whose first read was built: balanced
+    over the whole set, v1's and v2's adapters answered "no" to 16 of 18 HotpotQA and 8 of 8 2Wiki
+    yes/no questions whose answer was mostly "yes", and v2's own-retrieval reads were 10 "no" to 8 "yes"."""
+    def part_of(reads: list[Read]) -> tuple:
+        if not apart:
+            return ()
+        first = min(reads, key=lambda r: r.pick if r.pick is not None else 0)
+        return (first.dataset, first.kind in ("own", "missed")) if by_question else (first.dataset,)
+
+    units: dict[str | int, list[Read]] = {}
+    for i, r in enumerate(train):
+        units.setdefault(r.question_id if by_question else i, []).append(r)
+    parts: dict[tuple, list[list[Read]]] = {}
+    for reads in units.values():
+        parts.setdefault(part_of(reads), []).append(reads)
+    kept, dropped = [], 0
+    for unit_lists in parts.values():
+        unit_kept, left_out = balance_yes_no(unit_lists, seed, answer_of=lambda reads: reads[0].answer)
+        kept += [r for reads in unit_kept for r in reads]
+        dropped += left_out
+    return kept, dropped
+
+
 def chat_of(read: Read, reader: dspy.Predict, adapter: dspy.Adapter) -> dict:
     """The read as the reader's exact prompt, with the gold answer as the assistant's reply."""
     inputs = {"question": read.question, "passages": list(read.passages)}
@@ -279,9 +306,8 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
                 depth: int = 20, mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False) -> ReaderSet:
     """Reads for every example of `groups` ((dataset, examples) pairs). `search_for(dataset)`
     returns the program's search (query, n) -> passages, `corpus_for(dataset)` the pooled corpus
-    by id; the retrieval's `depth` best passages supply the distractors. `yes_no_by_dataset`
-    balances yes/no within each dataset: balanced over the whole set, v2's HotpotQA reads were
-    6 "no" to 3 "yes" and its adapter answered "no" to 16 of 18 HotpotQA yes/no questions."""
+    by id; the retrieval's `depth` best passages supply the distractors. `yes_no_by_dataset`:
+    see `balanced`."""
     train, validation = [], []
     counts: Counter = Counter()
     for dataset, examples in groups:
@@ -296,21 +322,7 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
             side.extend(made)
             for r in made:
                 counts[f"reads_{r.kind}"] += 1
-    parts = [[r for r in train if r.dataset == d] for d in dict.fromkeys(r.dataset for r in train)] \
-        if yes_no_by_dataset else [train]
-    train, dropped = [], 0
-    for part in parts:
-        if mix is None:
-            kept, left_out = balance_yes_no(part, seed)
-        else:  # one read a question is drawn from each: balance the questions, or the draw unbalances them
-            by_question: dict[str, list[Read]] = {}
-            for r in part:
-                by_question.setdefault(r.question_id, []).append(r)
-            questions, left_out = balance_yes_no(list(by_question.values()), seed,
-                                                 answer_of=lambda reads: reads[0].answer)
-            kept = [r for reads in questions for r in reads]
-        train += kept
-        dropped += left_out
+    train, dropped = balanced(train, seed, by_question=mix is not None, apart=yes_no_by_dataset)
     counts.update({"train_reads": len(train), "validation_reads": len(validation), "balance_dropped": dropped,
                    "train_questions": len({r.question_id for r in train}),
                    "validation_questions": len({r.question_id for r in validation})})
