@@ -120,7 +120,7 @@ HEADLINE_ROWS = (
     ("rta with the reader set v1's adapter (600 of its 1,010 gold reads, trained on CPU)",
      ("rta-lora-v1", "rta-lora-v1", None)),
     ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
-     "partial reads)", ("rta-lora-v2", None, None)),
+     "partial reads)", ("rta-lora-v2", "rta-lora-v2", None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
 )

@@ -262,8 +262,9 @@ def balanced(train: list[Read], seed: int, *, by_question: bool, apart: bool) ->
     a mix, trained one read a question) keeps or drops a question with all its reads, so the draw
     stays balanced. `apart` balances each dataset on its own and, by question, the questions whose
     first read is the program's own retrieval apart from those whose first read was built: balanced
-    over the whole set, v1's and v2's adapters answered "no" to 16 of 18 HotpotQA and 8 of 8 2Wiki
-    yes/no questions whose answer was mostly "yes", and v2's own-retrieval reads were 10 "no" to 8 "yes"."""
+    over the whole set, v2's adapter answered "no" to 16 of 18 HotpotQA yes/no questions (11 are
+    "yes") and to 8 of 8 2Wiki ones (all "yes"), and v2's own-retrieval reads were 13 "no" to 9
+    "yes" (benchmarks/runs/reader-v3/NOTES.md)."""
     def part_of(reads: list[Read]) -> tuple:
         if not apart:
             return ()
