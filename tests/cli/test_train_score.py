@@ -83,3 +83,16 @@ def test_a_read_with_the_readers_own_inputs_is_answered_with_them(tmp_path, monk
     assert result.exit_code == 0, result.output
     assert summary_of(result.output)["all"]["em"] == 100.0
     assert {tuple(c.inputs["passages"]) for c in engine.calls} == {("Paris: given as the reader's own input.",)}
+
+
+def test_the_summary_splits_yes_no_reads_and_says_what_the_reader_answered():
+    from treeqa.teleprompt.read_scores import summarise
+
+    def rec(gold, prediction):
+        return {"kind": "own", "dataset": "hotpotqa", "gold": gold, "prediction": prediction,
+                "em": float(gold.lower() == prediction.lower()), "f1": 0.0, "failures": []}
+
+    summary = summarise([rec("yes", "No"), rec("no", "no"), rec("Yes", "no."), rec("Paris", "Paris")])
+    assert summary["answer:yes/no"]["n"] == 3 and summary["answer:yes/no"]["em"] == 33.3
+    assert summary["answer:yes/no"]["said"] == {"yes": 0, "no": 3, "other": 0}
+    assert summary["answer:other"] == {"n": 1, "em": 100.0, "f1": 0.0, "failed": 0}

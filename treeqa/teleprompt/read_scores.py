@@ -12,7 +12,7 @@ so a killed run resumes; a read whose call fails is recorded with its failure an
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from tqdm import tqdm
 from treeqa.evaluation.metrics import exact_match, f1_score
 from treeqa.programs.common import safe_call
 from treeqa.signatures.answer import clean_answer
+from treeqa.teleprompt.reader_set import answer_class
 
 
 def scored_reads(path: Path) -> dict[str, dict]:
@@ -67,7 +68,10 @@ def score_reads(reader: dspy.Module, reads: Sequence[dict], out: Path, progress:
 
 
 def summarise(records: Sequence[dict]) -> dict:
-    """EM and F1 (in %) over all records and by kind and dataset, with their counts and failures."""
+    """EM and F1 (in %) over all records and by kind, dataset and answer (yes/no or other), with
+    their counts and failures; on yes/no reads also what the reader said ("said"). Why by answer:
+    the adapters flip the reader's yes/no prior, and a validation set and a claim sample hold
+    yes/no questions in other shares and directions (benchmarks/runs/reader-v3/NOTES.md)."""
     def figures(recs: Sequence[dict]) -> dict:
         n = len(recs)
         return {"n": n, "em": round(100 * sum(r["em"] for r in recs) / n, 1) if n else None,
@@ -78,4 +82,9 @@ def summarise(records: Sequence[dict]) -> dict:
     for rec in records:
         groups[f"kind:{rec['kind']}"].append(rec)
         groups[f"dataset:{rec['dataset']}"].append(rec)
-    return {"all": figures(records), **{key: figures(recs) for key, recs in sorted(groups.items())}}
+        groups["answer:yes/no" if answer_class(rec["gold"]) != "other" else "answer:other"].append(rec)
+    out = {"all": figures(records), **{key: figures(recs) for key, recs in sorted(groups.items())}}
+    if "answer:yes/no" in out:
+        said = Counter(answer_class(r["prediction"]) for r in groups["answer:yes/no"])
+        out["answer:yes/no"]["said"] = {k: said[k] for k in ("yes", "no", "other")}
+    return out
