@@ -263,3 +263,18 @@ def test_balancing_yes_no_leaves_out_the_surplus_of_the_more_frequent_answer_see
                                                                    key=lambda q: int(q[1:]))  # order kept
     assert balance_yes_no(chats, seed=0) == (kept, 2)  # the same reads left out each time
     assert balance_yes_no([chat("yes", 0), chat("no", 1)], seed=0) == ([chat("yes", 0), chat("no", 1)], 0)
+
+
+def test_the_default_recipe_takes_bfloat16_only_where_the_cpu_computes_it(monkeypatch):
+    from treeqa.lm.lora import native_bf16
+    from treeqa.teleprompt.finetune import DEFAULT_RECIPE, Finetune
+
+    assert native_bf16("processor : 0\nflags : fpu avx2 avx512f avx512_bf16\n")
+    assert native_bf16("flags : fpu amx_bf16 amx_tile\n")
+    assert not native_bf16("flags : fpu avx2 avx512f\n") and not native_bf16("")
+    monkeypatch.setattr("treeqa.teleprompt.finetune.native_bf16", lambda: True)
+    fast = Finetune(metric=None).recipe
+    assert fast == {**DEFAULT_RECIPE, "lower_dtype": "bfloat16", "top_dtype": "bfloat16"}
+    monkeypatch.setattr("treeqa.teleprompt.finetune.native_bf16", lambda: False)
+    assert Finetune(metric=None).recipe == DEFAULT_RECIPE
+    assert Finetune(metric=None, recipe={"rank": 4}).recipe == {"rank": 4}  # a given recipe is taken as it is

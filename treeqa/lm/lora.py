@@ -143,6 +143,18 @@ class TrainReport:
         return out
 
 
+def native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX): there bfloat16 halves
+    the training's time (benchmarks/lora_train.md); elsewhere torch emulates it, so float32 stays."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20)
 
