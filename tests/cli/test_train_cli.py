@@ -33,3 +33,21 @@ def test_training_with_reasons_before_any_were_found_is_refused(tmp_path):
                      "--with-reasons")
     assert result.exit_code != 0 and "train reasons" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_auto_dtypes_resolve_by_the_cpu_and_a_bad_dtype_is_one_line(tmp_path, monkeypatch):
+    seen = []
+
+    def train_adapter(chats, out, recipe, **kwargs):
+        seen.append(recipe)
+        raise SystemExit(0)  # stop before any model is loaded
+
+    write_set(tmp_path / "set")
+    monkeypatch.setattr("treeqa.lm.provider.train_adapter", train_adapter)
+    for native, want in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr("treeqa.lm.lora.native_bf16", lambda native=native: native)
+        run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"), "--top-dtype", "auto")
+        assert (seen[-1].lower_dtype, seen[-1].top_dtype) == (want, want)
+    bad = run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"),
+                  "--top-dtype", "float16")
+    assert bad.exit_code != 0 and "top_dtype" in bad.output and len(seen) == 2

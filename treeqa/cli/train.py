@@ -258,9 +258,10 @@ def lora_cmd(
     learning_rate: Annotated[float, typer.Option()] = 2e-4,
     epochs: Annotated[int, typer.Option()] = 1,
     accumulate: Annotated[int, typer.Option(help="examples per optimizer step")] = 4,
-    lower_dtype: Annotated[str, typer.Option(help="dtype of the frozen lower layers' single pass")] = "bfloat16",
-    top_dtype: Annotated[str, typer.Option(help="what the trained layers compute in (bfloat16: autocast, "
-                                                "the weights stay float32)")] = "float32",
+    lower_dtype: Annotated[str, typer.Option(help="dtype of the frozen lower layers' single pass: float32, "
+                                                  "bfloat16, or auto (bfloat16 where the CPU has BF16)")] = "auto",
+    top_dtype: Annotated[str, typer.Option(help="what the trained layers compute in: float32, bfloat16 "
+                                                "(autocast; the weights stay float32), or auto")] = "float32",
     budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda where torch sees one)")] = "auto",
     with_reasons: Annotated[bool, typer.Option("--with-reasons", help="train the reasoning reader (rta "
@@ -268,7 +269,7 @@ def lora_cmd(
                                                "(`treeqa train reasons`)")] = False,
 ) -> None:
     """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point."""
-    from treeqa.lm.lora import LoraRecipe
+    from treeqa.lm.lora import LoraRecipe, native_bf16
     from treeqa.lm.provider import train_adapter
     from treeqa.teleprompt.reader_set import read_set
 
@@ -286,8 +287,13 @@ def lora_cmd(
         if not train_chats:
             raise typer.BadParameter("no read has a kept reason yet: run `treeqa train reasons` first",
                                      param_hint="--with-reasons")
-    recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate, epochs=epochs,
-                        accumulate=accumulate, lower_dtype=lower_dtype, top_dtype=top_dtype)
+    fast = "bfloat16" if native_bf16() else "float32"
+    lower_dtype, top_dtype = (fast if d == "auto" else d for d in (lower_dtype, top_dtype))
+    try:
+        recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate,
+                            epochs=epochs, accumulate=accumulate, lower_dtype=lower_dtype, top_dtype=top_dtype)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     typer.echo(f"training on {len(train_chats)} reads, validating on {len(held_out_chats)}", err=True)
     adapter, report = train_adapter(train_chats, out, recipe, budget_s=budget_s, validation=held_out_chats,
                                     validate_every=validate_every, device=device)
