@@ -37,7 +37,8 @@ def main() -> None:
     parser.add_argument("chats", type=Path)
     parser.add_argument("--examples", type=int, default=3)
     parser.add_argument("--tops", default="2,4,8")
-    parser.add_argument("--top-dtypes", default="float32", help="what the trained layers compute in, e.g. float32,bfloat16")
+    parser.add_argument("--top-dtypes", default="float32",
+                        help="what the trained layers compute in, e.g. float32,bfloat16")
     parser.add_argument("--lower-dtype", default="float32")
     args = parser.parse_args()
 
