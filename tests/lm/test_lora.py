@@ -4,6 +4,7 @@ touches only the top layers, a killed training resumes to the same weights, the 
 written in llama.cpp's layout and refused when it changed."""
 
 import json
+import time
 
 import pytest
 
@@ -203,6 +204,27 @@ def killed_at(n: int):
         if step == n:
             raise Killed
     return on_step
+
+
+def test_a_resumed_training_reports_the_seconds_of_all_its_runs(tmp_path):
+    """The v3 training was stopped and finished by a `--budget-s 0` run, whose report said 139 s:
+    the seconds (and peak RSS) of the runs before it come with the checkpoint."""
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=2, accumulate=2)
+
+    def slow_then_killed(step, loss):
+        time.sleep(0.5)
+        if step == 7:
+            raise Killed
+
+    with pytest.raises(Killed):  # checkpointed at 4, after three slow steps
+        LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+            examples(), progress=False, checkpoint_every=4, on_step=slow_then_killed)
+    started = time.perf_counter()
+    report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(), progress=False, budget_s=0)
+    assert report.steps_done == 4 and not report.finished
+    assert report.seconds >= 1.5 > time.perf_counter() - started
+    assert report.peak_rss_gb > 0
 
 
 def test_a_stop_by_the_budget_is_validated_and_its_best_point_kept(tmp_path):

@@ -364,6 +364,7 @@ class LoraTrainer:
         total = len(order)
         optimizer = torch.optim.AdamW(self.trainable(), lr=self.recipe.learning_rate, weight_decay=0.0)
         fingerprint = self.fingerprint(kept, validation)
+        self._started, self._spent_before = started, {}
         run = _Progress(*self._resume(optimizer, fingerprint, total))
         run.caching = self._warm_cache(kept, run.step)
         if validation and not any(point["step"] == 0 for point in self.curve):
@@ -381,7 +382,7 @@ class LoraTrainer:
                 bar.update()
                 if validation and validate_every and run.step % validate_every == 0 and run.step < total:
                     self.validate(validation, run.step, run.losses)
-                    self._checkpoint(optimizer, fingerprint, run.step, run.losses)
+                    self._checkpoint(optimizer, fingerprint, run)
                 if on_step is not None:
                     on_step(run.step, run.losses[-1])
         finally:
@@ -392,7 +393,7 @@ class LoraTrainer:
         if validation and run.step and self.curve[-1]["step"] != run.step:
             # a stop by the budget gets its own point, so the best weights so far are known
             self.validate(validation, run.step, run.losses)
-            self._checkpoint(optimizer, fingerprint, run.step, run.losses)
+            self._checkpoint(optimizer, fingerprint, run)
         return self._report(kept, skipped, run, total, started)
 
     def validation_loss(self, validation: Sequence[TokenizedExample]) -> float:
@@ -510,7 +511,7 @@ class LoraTrainer:
             optimizer.step()
             optimizer.zero_grad()
             if (run.step // recipe.accumulate) % max(1, checkpoint_every // recipe.accumulate) == 0:
-                self._checkpoint(optimizer, fingerprint, run.step, run.losses)
+                self._checkpoint(optimizer, fingerprint, run)
         run.caching += t1 - t0
         run.training += time.perf_counter() - t1
 
@@ -521,20 +522,31 @@ class LoraTrainer:
             optimizer.zero_grad()
             run.step -= run.step % self.recipe.accumulate
             run.losses = run.losses[:run.step]
-        self._checkpoint(optimizer, fingerprint, run.step, run.losses)
+        self._checkpoint(optimizer, fingerprint, run)
         self.model.eval()
+
+    def _spent(self, run: _Progress) -> dict[str, float]:
+        """Seconds and peak RSS over every run of this training, the killed or stopped ones before
+        this one included (they come with the checkpoint), so a resumed training's report is the
+        whole training's and not its last run's."""
+        before = self._spent_before
+        return {"seconds": before.get("seconds", 0.0) + time.perf_counter() - self._started,
+                "seconds_caching": before.get("seconds_caching", 0.0) + run.caching,
+                "seconds_training": before.get("seconds_training", 0.0) + run.training,
+                "peak_rss_gb": max(before.get("peak_rss_gb", 0.0), peak_rss_gb())}
 
     def _report(self, kept: list[TokenizedExample], skipped: int, run: _Progress, total: int,
                 started: float) -> TrainReport:
-        """The figures of this training (the first and last losses are means of up to 8)."""
+        """The figures of this training over all its runs (the first and last losses are means of up to 8)."""
         losses, n = run.losses, len(run.losses)
+        spent = self._spent(run)
         return TrainReport(examples=len(kept), skipped_too_long=skipped, steps_done=run.step, steps_total=total,
-                           seconds=round(time.perf_counter() - started, 1), seconds_caching=round(run.caching, 1),
-                           seconds_training=round(run.training, 1),
+                           seconds=round(spent["seconds"], 1), seconds_caching=round(spent["seconds_caching"], 1),
+                           seconds_training=round(spent["seconds_training"], 1),
                            mean_tokens=round(sum(len(ex) for ex in kept) / len(kept), 1),
                            first_loss=round(sum(losses[:8]) / min(8, n), 4) if n else None,
                            last_loss=round(sum(losses[-8:]) / min(8, n), 4) if n else None,
-                           peak_rss_gb=round(peak_rss_gb(), 2), finished=run.finished and run.step == total,
+                           peak_rss_gb=round(spent["peak_rss_gb"], 2), finished=run.finished and run.step == total,
                            losses=losses, curve=list(self.curve), best=self.best)
 
     def lora_state(self) -> dict[str, Any]:
@@ -542,13 +554,14 @@ class LoraTrainer:
 
         return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
 
-    def _checkpoint(self, optimizer, fingerprint: str, step: int, losses: list[float]) -> None:
+    def _checkpoint(self, optimizer, fingerprint: str, run: _Progress) -> None:
         import torch
 
         path = self.work_dir / "checkpoint.pt"
         tmp = path.with_suffix(".tmp")
-        torch.save({"fingerprint": fingerprint, "step": step, "losses": losses, "lora": self.lora_state(),
-                    "optimizer": optimizer.state_dict(), "curve": self.curve, "best": self.best}, tmp)
+        torch.save({"fingerprint": fingerprint, "step": run.step, "losses": run.losses, "lora": self.lora_state(),
+                    "optimizer": optimizer.state_dict(), "curve": self.curve, "best": self.best,
+                    "spent": self._spent(run)}, tmp)
         os.replace(tmp, path)
         for stale in self.work_dir.glob("best-*.pt"):  # only the checkpoint's best is needed from now on
             if self.best is None or stale != self._best_path():
@@ -579,5 +592,8 @@ class LoraTrainer:
         optimizer.load_state_dict(state["optimizer"])
         self.curve = [dict(point) for point in state.get("curve") or [] if point["step"] <= state["step"]]
         self.best = dict(state["best"]) if state.get("best") and state["best"]["step"] <= state["step"] else None
+        spent = state.get("spent")  # absent from checkpoints written before it was kept
+        if isinstance(spent, dict) and all(isinstance(v, float) for v in spent.values()):
+            self._spent_before = spent
         log.info("resuming LoRA training at example %d", state["step"])
         return int(state["step"]), list(state["losses"])
