@@ -122,7 +122,7 @@ HEADLINE_ROWS = (
     ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
      "partial reads)", ("rta-lora-v2", "rta-lora-v2", None)),
     ("rta with the reader set v3's adapter (656 of its 973 reads: v2's mix, the evidence questions, yes/no "
-     "balanced by dataset)", ("rta-lora-v3", None, None)),
+     "balanced by dataset)", ("rta-lora-v3", "rta-lora-v3", None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
 )
