@@ -51,3 +51,25 @@ def test_auto_dtypes_resolve_by_the_cpu_and_a_bad_dtype_is_one_line(tmp_path, mo
     bad = run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"),
                   "--top-dtype", "float16")
     assert bad.exit_code != 0 and "top_dtype" in bad.output and len(seen) == 2
+
+
+def test_several_sets_train_together_and_their_validation_reads_alternate(tmp_path, monkeypatch):
+    seen = {}
+
+    def train_adapter(chats, out, recipe, validation=(), **kwargs):
+        seen.update(train=[c["messages"][0]["content"] for c in chats],
+                    validation=[c["messages"][0]["content"] for c in validation])
+        raise SystemExit(0)  # stop before any model is loaded
+
+    for name, sides in (("a", ["train", "validation", "validation"]), ("b", ["train", "train", "validation"])):
+        (tmp_path / name).mkdir()
+        reads = [{"id": f"{name}{i}", "question_id": f"{name}{i}", "side": side, "kind": "gold",
+                  "chat": {"messages": [{"role": "user", "content": f"{name}{i}"}]}} for i, side in enumerate(sides)]
+        (tmp_path / name / "reads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reads))
+    monkeypatch.setattr("treeqa.lm.provider.train_adapter", train_adapter)
+    run_cli("train", "lora", "--set", str(tmp_path / "a"), "--set", str(tmp_path / "b"), "--out", str(tmp_path / "o"))
+    assert seen["train"] == ["a0", "b0", "b1"]
+    assert seen["validation"] == ["a1", "b2", "a2"]
+    run_cli("train", "lora", "--set", str(tmp_path / "a"), "--set", str(tmp_path / "b"), "--out", str(tmp_path / "o"),
+            "--validation-reads", "2")
+    assert seen["validation"] == ["a1", "b2"]

@@ -146,6 +146,11 @@ def reads_cmd(
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
 
 
+def interleave(groups: list[list[dict]]) -> list[dict]:
+    """One read of each set in turn, so the first validation reads span every set given."""
+    return [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
+
+
 @train_app.command("tor-reads")
 def tor_reads_cmd(
     compiled: Annotated[Path, typer.Option(help="the compiled ToR whose fusion reader is trained (its prompt, "
@@ -245,7 +250,8 @@ def score_cmd(
 
 @train_app.command("lora")
 def lora_cmd(
-    reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],
+    reads: Annotated[list[Path], typer.Option("--set", help="a folder `treeqa train reads` or `train tor-reads` "
+                                                            "built; repeat it to train on several sets")],
     out: Annotated[Path, typer.Option(help="the training's folder: checkpoints, curve.json, adapter.gguf; "
                                        "a rerun with the same reads and recipe resumes")],
     per_question: Annotated[int | None, typer.Option(help="train on at most this many reads a question")] = None,
@@ -273,14 +279,14 @@ def lora_cmd(
     from treeqa.lm.provider import train_adapter
     from treeqa.teleprompt.reader_set import read_set
 
-    train = read_set(reads, "train", per_question)
-    held_out = read_set(reads, "validation", 1)[:validation_reads]
+    train = [r for folder in reads for r in read_set(folder, "train", per_question)]
+    held_out = interleave([read_set(folder, "validation", 1) for folder in reads])[:validation_reads]
     train_chats, held_out_chats = [r["chat"] for r in train], [r["chat"] for r in held_out]
     if with_reasons:
         from treeqa.lm import TrainableJSONAdapter
         from treeqa.teleprompt.reasons import read_reasons, reasoned_chats
 
-        found = read_reasons(reads / "reasons.jsonl")
+        found = {k: v for folder in reads for k, v in read_reasons(folder / "reasons.jsonl").items()}
         train_chats, without = reasoned_chats(train, found, TrainableJSONAdapter())
         held_out_chats, _ = reasoned_chats(held_out, found, TrainableJSONAdapter())
         typer.echo(f"{len(train_chats)} train reads with a reason ({without} without, left out)", err=True)
