@@ -51,6 +51,10 @@ def test_auto_dtypes_resolve_by_the_cpu_and_a_bad_dtype_is_one_line(tmp_path, mo
     bad = run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"),
                   "--top-dtype", "float16")
     assert bad.exit_code != 0 and "top_dtype" in bad.output and len(seen) == 2
+    run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"), "--max-tokens", "3072")
+    assert seen[-1].max_tokens == 3072
+    zero = run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"), "--max-tokens", "0")
+    assert zero.exit_code != 0 and "max_tokens" in zero.output and len(seen) == 3
 
 
 def test_several_sets_train_together_and_their_validation_reads_alternate(tmp_path, monkeypatch):

@@ -264,6 +264,8 @@ def lora_cmd(
     learning_rate: Annotated[float, typer.Option()] = 2e-4,
     epochs: Annotated[int, typer.Option()] = 1,
     accumulate: Annotated[int, typer.Option(help="examples per optimizer step")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="a read longer than this (prompt and answer) is skipped and "
+                                                 "counted, never cut; ToR's reads run to ~3,000")] = 2048,
     lower_dtype: Annotated[str, typer.Option(help="dtype of the frozen lower layers' single pass: float32, "
                                                   "bfloat16, or auto (bfloat16 where the CPU has BF16)")] = "auto",
     top_dtype: Annotated[str, typer.Option(help="what the trained layers compute in: float32, bfloat16 "
@@ -297,7 +299,8 @@ def lora_cmd(
     lower_dtype, top_dtype = (fast if d == "auto" else d for d in (lower_dtype, top_dtype))
     try:
         recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate,
-                            epochs=epochs, accumulate=accumulate, lower_dtype=lower_dtype, top_dtype=top_dtype)
+                            epochs=epochs, accumulate=accumulate, max_tokens=max_tokens, lower_dtype=lower_dtype,
+                            top_dtype=top_dtype)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     typer.echo(f"training on {len(train_chats)} reads, validating on {len(held_out_chats)}", err=True)
