@@ -6,6 +6,7 @@ import pytest
 from dspy.utils import DummyLM
 
 from tests.fakes import use_lm
+from tests.fakes.cli import run_cli
 from treeqa.data import DataError, load_split
 from treeqa.evaluation.records import read_records
 from treeqa.evaluation.runs import EvalSpec, run_evaluation
@@ -51,3 +52,15 @@ def test_rta_on_gold_retrieval_reads_the_gold_paragraphs(fixture_data, tmp_path,
     assert "Vitznau" in rigi and "Weggis" not in rigi  # the other question's gold is not shown
     records = read_records(tmp_path / "run" / "predictions.jsonl")
     assert all(r["recall@15"] == 1.0 for r in records) and len(records) == 2
+
+
+def test_gold_is_refused_where_it_would_compile_or_index(fixture_data, tmp_path):
+    from treeqa.optimize import OptimizeSpec
+
+    with pytest.raises(ValueError, match="measures reading alone"):
+        OptimizeSpec(program="rta", dataset="hotpotqa", train=1, dev=2, retriever="gold")
+    result = run_cli("index", "build", "--dataset", "hotpotqa", "--retriever", "gold")
+    assert result.exit_code != 0 and "no index to build" in result.output
+    built = run_cli("optimize", "--program", "rta", "--retriever", "gold", "--train", "1", "--dev", "1",
+                    "--out", str(tmp_path / "o"))
+    assert built.exit_code != 0 and "measures reading alone" in built.output and not (tmp_path / "o").exists()

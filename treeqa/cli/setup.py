@@ -65,7 +65,11 @@ def index_build(
     """
     from treeqa.data import DataError
     from treeqa.retrievers import build_corpus_index, get_retriever
+    from treeqa.retrievers.gold import GoldRetriever
 
+    if retriever == GoldRetriever.kind:
+        fail("--retriever gold has no index to build: it reads each question's gold paragraphs from the "
+             "dataset itself; build dense or bm25")
     started = time.perf_counter()
     corpus = corpus_file or corpus  # --corpus FILE, the old spelling, still works here
     try:

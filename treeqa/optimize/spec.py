@@ -18,6 +18,7 @@ from treeqa.evaluation.runs import (
 )
 from treeqa.programs import DEFAULT_PROGRAM, PROGRAMS, ProgramSpec, resolve_program
 from treeqa.retrievers import DEFAULT_KIND
+from treeqa.retrievers.gold import GoldRetriever
 from treeqa.settings import without_userinfo
 from treeqa.teleprompt import CompileContext, compilers
 
@@ -130,6 +131,10 @@ class OptimizeSpec(BaseModel):
         self._default_compile()
         names = stages(self.optimizer)
         check_spec_names(self.dataset, None, self.retriever)
+        if self.retriever == GoldRetriever.kind:
+            raise ValueError("--retriever gold hands each question its own gold paragraphs: it measures reading "
+                             "alone (`treeqa evaluate`); a program compiled on it would learn from paragraphs no "
+                             "search found. Compile with dense or bm25.")
         if self.train_from is not None:
             splits_for(self.train_from)  # an unknown dataset is an error here
             searching = [n for n in names if not compilers()[n].from_annotations]
