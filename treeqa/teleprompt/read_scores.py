@@ -22,21 +22,7 @@ from tqdm import tqdm
 from treeqa.evaluation.metrics import exact_match, f1_score
 from treeqa.programs.common import safe_call
 from treeqa.signatures.answer import clean_answer
-from treeqa.teleprompt.reader_set import answer_class
-
-
-def scored_reads(path: Path) -> dict[str, dict]:
-    """Read id -> record of a scores file; a torn last line (a killed run) is redone."""
-    if not path.is_file():
-        return {}
-    done = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-            done[rec["id"]] = rec
-        except (ValueError, KeyError, TypeError):
-            continue
-    return done
+from treeqa.teleprompt.reader_set import answer_class, records_by_id
 
 
 def read_inputs(read: dict) -> dict:
@@ -49,7 +35,7 @@ def score_reads(reader: dspy.Module, reads: Sequence[dict], out: Path, progress:
     """Answer every read with `reader` (its inputs as the set wrote them), appending
     one record a read to `out` (reads already there are skipped); returns the reads' records in
     their order."""
-    done = scored_reads(out)
+    done = records_by_id(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("a", encoding="utf-8") as fh:
         for read in tqdm([r for r in reads if r["id"] not in done], desc="answering reads", unit="read",

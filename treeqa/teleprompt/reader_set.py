@@ -357,6 +357,21 @@ def write_rows(rows: Sequence[dict], out: Path, settings: dict, counts: dict) ->
     return manifest
 
 
+def records_by_id(path: Path) -> dict[str, dict]:
+    """Id -> record of a resumable JSONL file beside a set (scores, reasons); a torn line (a killed
+    run mid-write) is left out, so the rerun redoes that read."""
+    if not path.is_file():
+        return {}
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            found[rec["id"]] = rec
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
 def read_set(path: Path, side: str | None = None, per_question: int | None = None) -> list[dict]:
     """The reads of a built set (one side, or both), in file order; `per_question` keeps at most
     that many reads a question: the first of each question's `pick` order where the set was built

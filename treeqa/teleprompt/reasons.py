@@ -26,6 +26,7 @@ from treeqa.evaluation.metrics import exact_match
 from treeqa.programs.common import safe_call
 from treeqa.signatures import budget
 from treeqa.signatures.answer import ReasonFromPassages, ReasonTowardsAnswer, clean_answer
+from treeqa.teleprompt.reader_set import records_by_id
 
 # a rationalisation that says it was told is no reasoning the unhinted reader could have written
 _GIVEN_AWAY = re.compile(r"\b(hint|given answer|correct answer|provided answer|was given|we are told the answer)\b",
@@ -84,16 +85,8 @@ def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None =
 
 def read_reasons(path: Path) -> dict[str, dict]:
     """Read id -> outcome; a torn last line (a killed run) is left for the rerun to redo."""
-    if not path.is_file():
-        return {}
-    found = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-            found[rec["id"]] = {"how": rec["how"], "reasoning": rec.get("reasoning", ""), "said": rec.get("said", "")}
-        except (ValueError, KeyError, TypeError):
-            continue
-    return found
+    return {i: {"how": rec["how"], "reasoning": rec.get("reasoning", ""), "said": rec.get("said", "")}
+            for i, rec in records_by_id(path).items() if "how" in rec}
 
 
 def reasoned_chats(reads: Sequence[dict], reasons: dict[str, dict], adapter: dspy.Adapter) -> tuple[list[dict], int]:
