@@ -139,12 +139,18 @@ def test_2_upstream_text_stays_in_the_log(caplog):
     assert "upstream said: Authorization: Bearer [redacted]" in caplog.text and SECRET not in caplog.text
 
 
-def test_2_a_crash_is_a_generic_500():
+def test_2_a_crash_is_a_generic_500_and_its_logged_traceback_has_no_key(caplog):
     served, _ = direct_served(lambda call: {"answer": "x"})
-    served.program.forward = lambda question: (_ for _ in ()).throw(ValueError(f"key {SECRET}"))
+    crash = ValueError(f"upstream echoed Authorization: Bearer {SECRET}")
+    served.program.forward = lambda question: (_ for _ in ()).throw(crash)
     with local_client(create_app(served, time_limit=20), raise_server_exceptions=False) as client:
         response = client.post("/v1/ask", json={"question": Q})
+        stream = client.post("/v1/ask/stream", json={"question": Q}).text
     assert response.status_code == 500 and SECRET not in response.text and "error" in response.json()
+    assert '"status": 500' in stream and SECRET not in stream
+    # the operator's log keeps the traceback (where it crashed), without the key
+    assert caplog.text.count("Traceback") == 2 and "ValueError: upstream echoed" in caplog.text
+    assert "Bearer [redacted]" in caplog.text and SECRET not in caplog.text
 
 
 # benchmarks/faults.md, second round #16: every error has one shape

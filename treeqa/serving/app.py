@@ -27,6 +27,7 @@ import asyncio
 import json
 import logging
 import threading
+import traceback
 from pathlib import Path
 
 import dspy
@@ -42,6 +43,7 @@ from treeqa.serving.body import BODY_TIMEOUT, MAX_BODY_BYTES, AskRequest, read_q
 from treeqa.serving.errors import ServeError, no_answer, public_failure, scrub
 from treeqa.serving.hosts import LOOPBACK_NAMES, WILDCARD_ADDRESSES, HostCheck, allowed_hosts_for, host_name
 from treeqa.serving.runner import PASSAGE_CHARS, Cancelled, Runner, Served
+from treeqa.settings import redact
 
 __all__ = ["BODY_TIMEOUT", "MAX_BODY_BYTES", "LOOPBACK_NAMES", "PASSAGE_CHARS", "STATIC", "WILDCARD_ADDRESSES",
            "AskRequest", "Cancelled", "HostCheck", "Runner", "ServeError", "Served", "allowed_hosts_for", "create_app",
@@ -90,8 +92,14 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception):
-        log.exception("request failed")  # the details stay in the server's log
+        log_failure("request failed", exc)  # the details stay in the server's log
         return JSONResponse({"error": "internal error; the server's log has the details"}, status_code=500)
+
+
+def log_failure(what: str, exc: BaseException) -> None:
+    """The traceback in the server's log, keys scrubbed: an upstream's error may echo the
+    request's Authorization header, and a log is a file."""
+    log.error("%s\n%s", what, redact("".join(traceback.format_exception(exc))).rstrip())
 
 
 def _add_info_routes(app: FastAPI, served: Served) -> None:
@@ -150,8 +158,8 @@ async def _stream_events(runner: Runner, question: str, listener, steps: asyncio
             yield {"event": "answer", "data": json.dumps(task.result())}
         except ServeError as exc:
             yield {"event": "error", "data": json.dumps(exc.body() | {"status": exc.status})}
-        except Exception:  # noqa: BLE001 - the stream reports it; the server goes on
-            log.exception("stream failed")
+        except Exception as exc:  # noqa: BLE001 - the stream reports it; the server goes on
+            log_failure("stream failed", exc)
             yield {"event": "error", "data": json.dumps({"error": "internal error; the server's log has "
                                                                   "the details", "status": 500})}
     finally:  # the client left (or the stream ended): a search still running stops at its next step
