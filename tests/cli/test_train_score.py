@@ -3,7 +3,7 @@ calls its reader (its adapter included), resumable, filtered by kind."""
 
 import json
 
-from tests.fakes import compiled_with_adapter, run_cli
+from tests.fakes import compiled_with_adapter, loaded_adapter, run_cli
 from tests.fakes.lm import scripted_lm, use_lm
 
 
@@ -56,7 +56,7 @@ def test_a_compiled_readers_adapter_answers_and_an_endpoint_is_refused(base, eng
     assert refused.exit_code == 1 and "run it with --lm local" in refused.output
     result = run_cli("train", "score", str(path), "--set", str(tmp_path / "set"), "--out", str(tmp_path / "s.jsonl"))
     assert result.exit_code == 0, result.output
-    assert len(engines[str(tmp_path / "compiled" / "adapter.gguf")].llama.calls) == 3  # every read, through it
+    assert len(engines[loaded_adapter(tmp_path / "compiled" / "adapter.gguf")].llama.calls) == 3  # every read
     assert summary_of(result.output)["all"]["em"] == 100.0  # the fake adapter engine answers "Paris"
 
 

@@ -42,6 +42,7 @@ from tests.fakes.models import (
     TINY_PROJECTIONS,
     WORDS,
     compiled_with_adapter,
+    loaded_adapter,
     tiny_base_gguf,
     tiny_lora_gguf,
     tiny_lora_tensors,
@@ -60,5 +61,5 @@ __all__ = [
     "hashing_embed_counting", "llama_server", "local_client", "passage", "requires_shared_data", "review",
     "review_kind", "run", "run_cli", "run_measured", "run_scripted", "scripted_lm", "simulated_endpoint",
     "tiny_model", "tiny_tokenizer", "tree_retriever", "use_lm", "TINY_PROJECTIONS", "tiny_base_gguf",
-    "tiny_lora_gguf", "tiny_lora_tensors", "write_gguf", "compiled_with_adapter",
+    "tiny_lora_gguf", "tiny_lora_tensors", "write_gguf", "compiled_with_adapter", "loaded_adapter",
 ]

@@ -99,6 +99,14 @@ def tiny_lora_gguf(path, tensors: dict | None = None, alpha: float = 8.0, **fiel
     return write_gguf(path, tiny_lora_tensors() if tensors is None else tensors, meta)
 
 
+def loaded_adapter(adapter: Path) -> str:
+    """Where the engine loads `adapter` from: its private copy under the (test's) cache dir."""
+    from treeqa.lm.adapter import sha256_of
+    from treeqa.settings import get_settings
+
+    return str(get_settings().cache_dir / "adapters" / f"{sha256_of(adapter)}.gguf")
+
+
 def compiled_with_adapter(folder: Path, program: str = "direct", tear: int = 0) -> Path:
     """A compiled program whose "answer" predictor is recorded to answer through an adapter for
     the tiny base; `tear` bytes are cut off the adapter before it is recorded (so the record

@@ -130,13 +130,15 @@ def test_adapter_is_written_in_llama_cpps_layout(tmp_path):
     assert not any(name.startswith("blk.0.") or name.startswith("blk.1.") for name in shapes)
 
 
-def test_adapter_ref_refuses_a_missing_changed_or_foreign_adapter(tmp_path):
+def test_adapter_ref_refuses_a_missing_changed_or_foreign_adapter(tmp_path, settings_env):
+    settings_env(cache_dir=tmp_path / "cache")
     trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=1), "tiny", tmp_path)
     path = write_adapter(trainer.lora_state(), tmp_path / "run" / "adapter.gguf", alpha=8)
     ref = AdapterRef.of(path, tmp_path / "run", "base-sha", ["answer"])
     assert ref.file == "adapter.gguf"
     assert AdapterRef.from_dict(json.loads(json.dumps(ref.to_dict())), "x") == ref
-    assert ref.verified_path(tmp_path / "run", "base-sha") == path
+    loaded = ref.verified_path(tmp_path / "run", "base-sha")  # a private copy of the hashed bytes
+    assert loaded.read_bytes() == path.read_bytes() and loaded.parent == tmp_path / "cache" / "adapters"
     with pytest.raises(AdapterError, match="trained on base model"):
         ref.verified_path(tmp_path / "run", "other-sha")
     with open(path, "r+b") as fh:  # same size, one byte changed

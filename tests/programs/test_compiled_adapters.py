@@ -4,10 +4,11 @@ record's non-finite size, a symlinked adapter and one over the size limit are on
 and `ask`/`serve` hold an adapter's predictors to `--lm` and `--no-cache` as `evaluate` does."""
 
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.fakes import FakeRetriever, compiled_with_adapter, run_cli
+from tests.fakes import FakeRetriever, compiled_with_adapter, loaded_adapter, run_cli
 from treeqa.lm.adapter import AdapterError, AdapterRef
 from treeqa.programs.compiled import CompiledProgramError, adapter_lms, load_program
 
@@ -18,7 +19,8 @@ def test_1_a_torn_adapter_that_matches_its_record_is_refused_before_the_engine(b
     torn = compiled_with_adapter(tmp_path / "torn", tear=100)
     with pytest.raises(CompiledProgramError, match="cut short|not a whole GGUF"):
         load_program(torn)
-    assert list(engines) == [str(tmp_path / "good" / "adapter.gguf")]  # no engine was made for the torn one
+    # no engine was made for the torn one, and the good one's is its private copy
+    assert list(engines) == [loaded_adapter(tmp_path / "good" / "adapter.gguf")]
 
 
 def test_9_a_bad_or_missing_adapter_is_refused_before_an_index_is_built(base, engines, tmp_path, monkeypatch):
@@ -80,7 +82,7 @@ def test_9_ask_no_cache_reaches_the_adapters_predictor(base, engines, tmp_path):
     for _ in range(2):
         result = run_cli("ask", "Who is asked twice?", "--compiled", str(path), "--no-cache")
         assert result.exit_code == 0, result.output
-    adapter = str(tmp_path / "adapter.gguf")
+    adapter = loaded_adapter(tmp_path / "adapter.gguf")
     assert len(engines[adapter].llama.calls) == 2  # both asks reached the adapter's engine
 
 
@@ -92,3 +94,29 @@ def test_9_serve_holds_an_adapters_predictor_to_lm_and_no_cache(base, engines, t
         load_served(str(path), "direct", "hotpotqa", None, "openai/gpt-4o-mini", None)
     served = load_served(str(path), "direct", "hotpotqa", None, "local", None, cache=False)
     assert served.program.answer.lm.cache is False and served.program.answer.lm.adapter is not None
+
+
+def test_the_engine_loads_the_bytes_that_were_checked_not_a_file_swapped_after(base, engines, tmp_path):
+    """Fourth round: a record and its checks hold only for the bytes they read; a compiled
+    folder may be shared, so the engine loads a private copy of exactly those bytes."""
+    path = compiled_with_adapter(tmp_path / "run")
+    adapter = tmp_path / "run" / "adapter.gguf"
+    checked = adapter.read_bytes()
+    program = load_program(path)
+    adapter.write_bytes(checked[:-100])  # swapped for a torn file once the checks passed
+    (loaded,) = engines
+    assert Path(loaded).read_bytes() == checked and Path(loaded) != adapter
+    assert program.answer.lm.adapter == Path(loaded)
+    Path(loaded).chmod(0o644)
+    Path(loaded).write_bytes(b"tampered")  # a copy that no longer matches its name is written again
+    adapter.write_bytes(checked)
+    load_program(path)
+    assert Path(loaded).read_bytes() == checked
+
+
+def test_a_refused_adapter_is_named_as_the_user_knows_it_and_leaves_no_copy(base, tmp_path):
+    torn = compiled_with_adapter(tmp_path / "torn", tear=100)
+    with pytest.raises(CompiledProgramError) as refused:
+        load_program(torn)
+    assert str(tmp_path / "torn" / "adapter.gguf") in str(refused.value)
+    assert not list((tmp_path / "cache" / "adapters").glob("*.gguf"))

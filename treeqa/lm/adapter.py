@@ -7,11 +7,15 @@ adapted weight `blk.N.<name>.weight.lora_a` (rank x in) and `.lora_b` (out x ran
 the update by alpha / rank, as peft does. A compiled program names its adapter by a path
 relative to the compiled file, with the hash: a missing or changed file is a one-line error,
 never a silently different model. What the file holds is then compared with the base model
-(`treeqa.lm.adapter_check`), since a record travels with the file it describes.
+(`treeqa.lm.adapter_check`), since a record travels with the file it describes. The engine loads
+a private copy of the very bytes that were hashed (`private_copy`), so a file swapped in the
+compiled file's folder after the check is never read.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,8 +146,9 @@ class AdapterRef:
         return ref
 
     def verified_path(self, folder: Path, base_sha256: str) -> Path:
-        """The adapter's path once its size and hash match the record and it was trained on
-        this base model; otherwise a one-line AdapterError naming what differs."""
+        """The path the engine loads: a private copy of the adapter's bytes once their size and
+        hash match the record and it was trained on this base model; otherwise a one-line
+        AdapterError naming what differs."""
         path = Path(folder) / self.file
         _refuse_links(Path(folder), Path(self.file))
         if not path.is_file():
@@ -154,12 +159,31 @@ class AdapterRef:
                                "(a rank-64 adapter on every layer is ~150 MB)")
         if size != self.bytes:
             raise AdapterError(f"adapter {path} is {size:,} bytes, the compiled program recorded {self.bytes:,}")
-        if sha256_of(path) != self.sha256:
-            raise AdapterError(f"adapter {path} changed since it was trained (sha256 differs from the record)")
         if self.base_sha256 != base_sha256:
             raise AdapterError(f"adapter {path} was trained on base model {self.base_sha256[:12]}, "
                                f"this engine runs {base_sha256[:12]}")
-        return path
+        data = path.read_bytes()
+        if len(data) != self.bytes or hashlib.sha256(data).hexdigest() != self.sha256:
+            raise AdapterError(f"adapter {path} changed since it was trained (sha256 differs from the record)")
+        return private_copy(data, self.sha256)
+
+
+def private_copy(data: bytes, sha256: str) -> Path:
+    """The hashed bytes, written once under the cache dir and named by their hash (read-only):
+    what the engine loads is what was checked, whatever happens to the compiled file's folder
+    afterwards (a shared or downloaded folder is not ours to trust between check and load)."""
+    from treeqa.settings import get_settings
+
+    folder = get_settings().cache_dir / "adapters"
+    target = folder / f"{sha256}.gguf"
+    if target.is_file() and not target.is_symlink() and sha256_of(target) == sha256:
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    part = folder / f".{sha256}.{os.getpid()}.part"
+    part.write_bytes(data)
+    part.chmod(0o444)
+    os.replace(part, target)
+    return target
 
 
 def _whole_number(value: Any) -> int:
@@ -189,7 +213,11 @@ def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str) -> tuple[
 
     ref = AdapterRef.from_dict(recipe["adapter"], where)
     path = ref.verified_path(Path(folder), base_model_sha256())
-    check_adapter(path)  # the record proves only that this is the file that came with it
+    try:
+        check_adapter(path)  # the record proves only that this is the file that came with it
+    except AdapterError as exc:  # named as the user knows it, and no refused copy kept
+        path.unlink(missing_ok=True)
+        raise AdapterError(str(exc).replace(str(path), str(Path(folder) / ref.file))) from None
     return path, ref.predictors
 
 
