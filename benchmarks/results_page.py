@@ -123,6 +123,7 @@ HEADLINE_ROWS = (
      "partial reads)", ("rta-lora-v2", "rta-lora-v2", None)),
     ("rta with the reader set v3's adapter (656 of its 973 reads: v2's mix, the evidence questions, yes/no "
      "balanced by dataset)", ("rta-lora-v3", "rta-lora-v3", None)),
+    ("the same training run to the end of its epoch (all 973 reads)", ("rta-lora-v3-full", None, None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
 )
