@@ -126,6 +126,7 @@ HEADLINE_ROWS = (
     ("the same training run to the end of its epoch (all 973 reads)", ("rta-lora-v3-full", None, None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
+    ("the same with the v3 adapter of the full epoch³", ("rta-lora-v3-full-gold", None, None)),
 )
 HEADLINE_NOTES = (
     "¹ HotpotQA's reads the searches recorded by the path-judge run that reads the top 3 (`treeqa replay`); "
