@@ -120,3 +120,11 @@ def test_a_refused_adapter_is_named_as_the_user_knows_it_and_leaves_no_copy(base
         load_program(torn)
     assert str(tmp_path / "torn" / "adapter.gguf") in str(refused.value)
     assert not list((tmp_path / "cache" / "adapters").glob("*.gguf"))
+
+
+def test_a_cache_dir_that_cannot_hold_the_copy_is_one_line(base, tmp_path, settings_env):
+    path = compiled_with_adapter(tmp_path / "run")
+    (tmp_path / "a-file").write_text("")
+    settings_env(cache_dir=tmp_path / "a-file" / "cache")
+    with pytest.raises(CompiledProgramError, match="cannot keep the adapter's private copy.*TREEQA_CACHE_DIR"):
+        load_program(path)

@@ -178,11 +178,15 @@ def private_copy(data: bytes, sha256: str) -> Path:
     target = folder / f"{sha256}.gguf"
     if target.is_file() and not target.is_symlink() and sha256_of(target) == sha256:
         return target
-    folder.mkdir(parents=True, exist_ok=True)
     part = folder / f".{sha256}.{os.getpid()}.part"
-    part.write_bytes(data)
-    part.chmod(0o444)
-    os.replace(part, target)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        part.write_bytes(data)
+        part.chmod(0o444)
+        os.replace(part, target)
+    except OSError as exc:
+        raise AdapterError(f"cannot keep the adapter's private copy under {folder} ({exc.strerror or exc}); "
+                           "set TREEQA_CACHE_DIR to a folder you can write") from None
     return target
 
 
