@@ -77,3 +77,22 @@ def test_several_sets_train_together_and_their_validation_reads_alternate(tmp_pa
     run_cli("train", "lora", "--set", str(tmp_path / "a"), "--set", str(tmp_path / "b"), "--out", str(tmp_path / "o"),
             "--validation-reads", "2")
     assert seen["validation"] == ["a1", "b2"]
+
+
+def test_yes_no_built_trains_on_every_built_read_of_a_yes_no_question(tmp_path, monkeypatch):
+    seen = []
+
+    def train_adapter(chats, out, recipe, **kwargs):
+        seen.append([c["messages"][0]["content"] for c in chats])
+        raise SystemExit(0)  # stop before any model is loaded
+
+    (tmp_path / "s").mkdir()
+    reads = [{"id": f"{q}:{kind}", "question_id": q, "side": "train", "kind": kind, "pick": pick, "answer": answer,
+              "chat": {"messages": [{"role": "user", "content": f"{q}:{kind}"}]}}
+             for q, answer in (("y", "yes"), ("p", "Paris")) for pick, kind in enumerate(("own", "gold", "partial"))]
+    (tmp_path / "s" / "reads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reads))
+    monkeypatch.setattr("treeqa.lm.provider.train_adapter", train_adapter)
+    for extra in ([], ["--yes-no-built"]):
+        run_cli("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--per-question", "1",
+                *extra)
+    assert seen == [["y:own", "p:own"], ["y:own", "y:gold", "y:partial", "p:own"]]

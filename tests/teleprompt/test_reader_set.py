@@ -131,6 +131,20 @@ def test_read_set_keeps_the_preferred_reads_per_question(tmp_path):
         read_set(tmp_path)
 
 
+def test_yes_no_built_adds_every_gold_and_partial_read_of_a_yes_no_question(tmp_path):
+    def line(q, kind, pick, answer):
+        return {"id": f"{q}:{kind}", "question_id": q, "side": "train", "kind": kind, "pick": pick,
+                "answer": answer, "chat": {"messages": []}}
+
+    lines = [line("y", "own", 0, "Yes"), line("y", "gold", 1, "Yes"), line("y", "partial", 2, "Yes"),
+             line("n", "missed", 0, "no"), line("n", "partial", 1, "no"),
+             line("p", "missed", 0, "Paris"), line("p", "gold", 1, "Paris")]
+    (tmp_path / "reads.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert [r["id"] for r in read_set(tmp_path, per_question=1)] == ["y:own", "n:missed", "p:missed"]
+    assert [r["id"] for r in read_set(tmp_path, per_question=1, yes_no_built=True)] == [
+        "y:own", "y:gold", "y:partial", "n:missed", "n:partial", "p:missed"]
+
+
 def test_evidence_questions_keep_their_sentences_and_a_stable_id(tmp_path):
     path = tmp_path / "e.jsonl"
     path.write_text(json.dumps({"question": "Who?", "answer": "Ann", "evidence": ["Ann  did it.", " "]}) + "\n")

@@ -255,6 +255,8 @@ def lora_cmd(
     out: Annotated[Path, typer.Option(help="the training's folder: checkpoints, curve.json, adapter.gguf; "
                                        "a rerun with the same reads and recipe resumes")],
     per_question: Annotated[int | None, typer.Option(help="train on at most this many reads a question")] = None,
+    yes_no_built: Annotated[bool, typer.Option("--yes-no-built", help="also train on every built read (gold, "
+                                               "partial) of a yes/no question, beyond --per-question")] = False,
     validation_reads: Annotated[int, typer.Option(help="validation reads measured at each point "
                                                        "(the first ones)")] = 64,
     validate_every: Annotated[int, typer.Option(help="examples between validation points")] = 256,
@@ -281,7 +283,7 @@ def lora_cmd(
     from treeqa.lm.provider import train_adapter
     from treeqa.teleprompt.reader_set import read_set
 
-    train = [r for folder in reads for r in read_set(folder, "train", per_question)]
+    train = [r for folder in reads for r in read_set(folder, "train", per_question, yes_no_built)]
     held_out = interleave([read_set(folder, "validation", 1) for folder in reads])[:validation_reads]
     train_chats, held_out_chats = [r["chat"] for r in train], [r["chat"] for r in held_out]
     if with_reasons:

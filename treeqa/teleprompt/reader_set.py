@@ -372,10 +372,15 @@ def records_by_id(path: Path) -> dict[str, dict]:
     return found
 
 
-def read_set(path: Path, side: str | None = None, per_question: int | None = None) -> list[dict]:
+def read_set(path: Path, side: str | None = None, per_question: int | None = None,
+             yes_no_built: bool = False) -> list[dict]:
     """The reads of a built set (one side, or both), in file order; `per_question` keeps at most
     that many reads a question: the first of each question's `pick` order where the set was built
-    with a mix, else gold, then own, then partial reads."""
+    with a mix, else gold, then own, then partial reads. `yes_no_built` also keeps every built read
+    (gold, partial) of a yes/no question: at one read a question v3 met 82 yes/no reads in 973, and
+    the last 317 of them swung 7 of HotpotQA's 18 yes/no answers (benchmarks/runs/
+    lora-reader-rta-v3-full/NOTES.md); built reads come one of each kind a question, so they keep
+    "yes" and "no" as balanced as the questions are."""
     folder = Path(path)
     file = folder / "reads.jsonl" if folder.is_dir() else folder
     if not file.is_file():
@@ -396,6 +401,9 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
     for rec in sorted(reads, key=lambda r: r["pick"] if "pick" in r else rank.get(r["kind"], 3)):
         taken.setdefault(rec["question_id"], []).append(rec)
     keep = {rec["id"] for recs in taken.values() for rec in recs[:per_question]}
+    if yes_no_built:
+        keep |= {rec["id"] for rec in reads
+                 if rec["kind"] in ("gold", "partial") and answer_class(rec.get("answer", "")) != "other"}
     return [rec for rec in reads if rec["id"] in keep]
 
 
