@@ -6,11 +6,14 @@ import hashlib
 import json
 from pathlib import Path
 
+import dspy
 import pytest
 
 from tests.fakes import FakeRetriever, ScriptedEngine, run_cli, tiny_base_gguf, tiny_lora_gguf
+from treeqa.evaluation.replay import check_same_search
 from treeqa.programs.baselines import RetrieveThenAnswer
-from treeqa.programs.compiled import adapter_lms, load_program, save_compiled
+from treeqa.programs.compiled import CompiledFile, adapter_lms, load_program, save_compiled
+from treeqa.programs.tree_of_reviews import TreeOfReviews
 
 
 @pytest.fixture
@@ -95,3 +98,44 @@ def test_attach_puts_an_adapter_on_a_zero_shot_program_named_by_its_name(engines
     assert set(adapter_lms(loaded)) == {"answer"} and (loaded.k, loaded.passage_chars) == (5, 1000)
     unknown = run_cli("train", "attach", "magic", str(adapter), str(tmp_path / "x.json"))
     assert unknown.exit_code == 1 and "neither a compiled file nor a program" in unknown.output
+
+
+def test_attach_sets_a_named_programs_settings_so_tor_reads_in_rtas_prompt(engines, tmp_path):
+    adapter = tmp_path / "adapter.gguf"
+    tiny_lora_gguf(adapter)
+    out = tmp_path / "out" / "compiled.json"
+    result = run_cli("train", "attach", "tor", str(adapter), str(out), "--predictor", "fuse",
+                     "--param", "fusion=passages", "--param", "max_paragraph_chars=1000", "--param", "read_top=5")
+    assert result.exit_code == 0, result.output
+    recipe = json.loads(out.read_text())["treeqa"]
+    assert recipe["params"] == {"fusion": "passages", "max_paragraph_chars": 1000, "read_top": 5}
+    loaded = load_program(out, retriever=FakeRetriever())
+    assert (loaded.fusion, loaded.max_paragraph_chars, loaded.read_top) == ("passages", 1000, 5)
+    assert loaded.fuse.signature.equals(RetrieveThenAnswer(FakeRetriever()).answer.signature)
+    assert set(adapter_lms(loaded)) == {"fuse"}
+    bad = run_cli("train", "attach", "tor", str(adapter), str(tmp_path / "x.json"), "--param", "fusion=vote")
+    assert bad.exit_code == 1 and "fusion" in bad.output and not (tmp_path / "x.json").exists()
+    fixed = run_cli("train", "attach", str(_compiled(tmp_path)), str(adapter), str(tmp_path / "y.json"),
+                    "--param", "k=3")
+    assert fixed.exit_code == 1 and "keeps its search as compiled" in fixed.output
+
+
+def test_a_compiled_tor_given_a_new_fusion_keeps_its_search_and_reads_zero_shot(engines, tmp_path):
+    adapter = tmp_path / "adapter.gguf"
+    tiny_lora_gguf(adapter)
+    tor = TreeOfReviews(FakeRetriever(), widths=(3, 2), hops=2)
+    tor.fuse.demos = [dspy.Example(question="q", evidence=["Analysis: a"], answer="a")]
+    tor.review.demos = [dspy.Example(question="q", paragraphs=["p"], relevant=True)]
+    source = save_compiled(tor, tmp_path / "src.json", name="tor", dataset="hotpotqa", retriever="dense")
+    out = tmp_path / "out" / "compiled.json"
+    result = run_cli("train", "attach", str(source), str(adapter), str(out), "--predictor", "fuse",
+                     "--param", "fusion=passages", "--param", "max_paragraph_chars=1000")
+    assert result.exit_code == 0, result.output
+    loaded = load_program(out, retriever=FakeRetriever())
+    assert (loaded.fusion, loaded.max_paragraph_chars, loaded.widths, loaded.hops) == ("passages", 1000, (3, 2), 2)
+    rta_reader = RetrieveThenAnswer(FakeRetriever()).answer
+    assert loaded.fuse.demos == [] and loaded.fuse.signature.equals(rta_reader.signature)
+    assert len(loaded.review.demos) == 1  # the search as compiled
+    assert json.loads(out.read_text())["treeqa"]["adapter_added"]["reading"] == {"fusion": "passages",
+                                                                                  "max_paragraph_chars": 1000}
+    check_same_search(CompiledFile.read(source), CompiledFile.read(out))  # its recorded searches replay

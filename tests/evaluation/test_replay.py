@@ -92,6 +92,8 @@ def test_only_a_program_with_the_recorded_search_may_replay_it(tmp_path):
     other_reading = save_compiled(reader, tmp_path / "reading.json", name="tor", dataset="hotpotqa",
                                   retriever="dense")
     check_same_search(CompiledFile.read(source), CompiledFile.read(other_reading))  # the reading may change
+    _, in_rtas_prompt = _recipe(tmp_path, "passages", widths=(3, 2), fusion="passages")
+    check_same_search(CompiledFile.read(source), CompiledFile.read(in_rtas_prompt))  # a reader of no analysis
 
     _, judged_here = _recipe(tmp_path, "judged-here", widths=(3, 2), path_judge=judge)
     noise = PathJudge(relevance=decision.model_copy(update={"coef": [1.0 + 4e-7] * n}), sufficiency=decision)
@@ -104,6 +106,10 @@ def test_only_a_program_with_the_recorded_search_may_replay_it(tmp_path):
 
     _, wider = _recipe(tmp_path, "wider", widths=(3, 3))
     _, judged = _recipe(tmp_path, "judged", widths=(3, 2), path_judge=judge)
+    _, judged_paragraphs = _recipe(tmp_path, "judged-paragraphs", widths=(3, 2), path_judge=judge, fusion="paragraph")
+    with pytest.raises(ReplayError, match="setting fusion differs: evidence reads the analyses"):
+        check_same_search(CompiledFile.read(judged_paragraphs), CompiledFile.read(judged))  # none were written
+    check_same_search(CompiledFile.read(judged), CompiledFile.read(judged_paragraphs))
     reviewer, taught = _recipe(tmp_path, "taught", widths=(3, 2))
     reviewer.review.demos = [dspy.Example(question="q", paragraphs=["p"], relevant=True)]
     taught = save_compiled(reviewer, tmp_path / "taught.json", name="tor", dataset="hotpotqa", retriever="dense")
@@ -162,7 +168,7 @@ def test_replay_makes_one_reader_call_a_question_and_resumes(fixture_data, tmp_p
     assert result.exit_code == 1 and "setting widths differs" in result.output
     result = cli.invoke(app, ["replay", str(tmp_path / "run"), "--compiled", str(source), "--param", "depth=1",
                               "--out", str(tmp_path / "refused")])
-    assert result.exit_code == 1 and "changes only the reading" in result.output
+    assert result.exit_code == 1 and "only its reading changes" in result.output
     assert not (tmp_path / "refused").exists()
 
     result = cli.invoke(app, ["replay", str(tmp_path / "run"), "--compiled", str(source), "--param", "read_top=2",
@@ -170,6 +176,14 @@ def test_replay_makes_one_reader_call_a_question_and_resumes(fixture_data, tmp_p
     assert result.exit_code == 0, result.output
     spec = json.loads((tmp_path / "as-param" / "spec.json").read_text())
     assert spec["params"]["read_top"] == 2 and spec["params"]["_replay_of"] == live[0]["run"]
+
+    before = len(engine.calls)
+    result = cli.invoke(app, ["replay", str(tmp_path / "run"), "--compiled", str(source), "--param", "fusion=passages",
+                              "--out", str(tmp_path / "in-rtas-prompt")])
+    assert result.exit_code == 0, result.output
+    reads = engine.calls[before:]
+    assert len(reads) == 2 and all(set(c.inputs) == {"question", "passages"} for c in reads)
+    assert all(1 <= len(c.inputs["passages"]) <= 5 for c in reads)
 
 
 def test_a_run_that_has_not_reached_every_question_is_replayed_as_far_as_it_got(fixture_data, tmp_path,

@@ -129,8 +129,9 @@ def test_the_judge_decides_and_the_model_is_asked_only_for_what_the_action_needs
     assert beta["judge_relevant"] > 0.99 and beta["judge_sufficient"] > 0.99
 
 
-def test_a_paragraph_reader_needs_no_analysis_so_an_accept_costs_no_review():
-    program, _ = _tree(fusion="paragraph")
+@pytest.mark.parametrize("fusion", ["paragraph", "passages"])
+def test_a_paragraph_reader_needs_no_analysis_so_an_accept_costs_no_review(fusion):
+    program, _ = _tree(fusion=fusion)
     script = answering(lambda call: review("search", next_query="more"), answer="Gamma",
                        missing=lambda call: MISSING)
     pred, engine = run(program, script, question=QUESTION)

@@ -22,6 +22,7 @@ from tests.fakes import (
     tree_retriever,
 )
 from treeqa.data.answers import RECALL_K
+from treeqa.programs.baselines import RetrieveThenAnswer
 from treeqa.programs.review_run import rank_retrieved
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.signatures.fusion import Evidence
@@ -231,6 +232,17 @@ def test_fusion_modes_pass_their_context(fusion):
         assert first.startswith("Analysis: Jane Doe wrote Example.") and "N1: Facts about N1." in first
         assert "N3: Facts about N3." in first and "N2" not in first
         assert second.startswith("Analysis: The author is Jane Doe.") and "N2: Facts about N2." in second
+
+
+def test_passages_fusion_asks_in_rtas_exact_prompt_so_an_rta_adapter_fits_it():
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(2, 2), expansion="direct", fusion="passages",
+                            max_paragraph_chars=1000)
+    pred, engine = run(program, answering(_two_pieces, answer="Jane Doe"))
+    (fuse,) = engine.of("fuse")
+    assert pred.answer == "Jane Doe"
+    assert fuse.inputs["passages"] == ["N1: Facts about N1.", "N3: Facts about N3.", "N2: Facts about N2."]
+    rta = RetrieveThenAnswer(FakeRetriever(), k=5)
+    assert program.fuse.signature.equals(rta.answer.signature)
 
 
 def test_fusion_drops_the_last_evidence_when_over_budget():

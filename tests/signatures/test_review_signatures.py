@@ -8,6 +8,7 @@ import pytest
 
 from tests.fakes import passage
 from treeqa.signatures.answer import clean_answer
+from treeqa.signatures.formatting import format_passages
 from treeqa.signatures.fusion import (
     FUSION_SIGNATURES,
     Evidence,
@@ -36,7 +37,7 @@ def test_review_fields_are_typed():
 def test_fusion_signatures_take_their_context():
     assert {name: list(sig.input_fields) for name, sig in FUSION_SIGNATURES.items()} == {
         "analysis": ["question", "analyses"], "paragraph": ["question", "paragraphs"],
-        "evidence": ["question", "evidence"]}
+        "evidence": ["question", "evidence"], "passages": ["question", "passages"]}
     assert all(list(sig.output_fields) == ["answer"] for sig in FUSION_SIGNATURES.values())
 
 
@@ -102,6 +103,14 @@ def test_fusion_context_fits_the_budget_in_pool_order():
     assert evidence[0] == format_evidence(pool[0])
     assert evidence[0] == "Analysis: first\nParagraphs:\n- A: Facts about A.\n- B: Facts about B."
     assert len(fusion_context("evidence", pool, len(evidence[0]) + 5)) == 1
+
+
+def test_passages_fusion_shows_the_first_five_distinct_paragraphs_as_rta_does():
+    ps = [passage(t) for t in "ABCDEFG"]
+    pool = [Evidence((ps[0], ps[1]), "first"), Evidence((ps[1], ps[2]), "second"),
+            *(Evidence((p,), "more") for p in ps[3:])]
+    assert fusion_context("passages", pool, 10_000) == format_passages(ps[:5])
+    assert fusion_context("passages", pool, 10_000, max_paragraph_chars=8) == format_passages(ps[:5], 8)
 
 
 def test_fusion_context_cuts_a_single_oversized_piece():

@@ -180,7 +180,9 @@ def replay_cmd(
     source_compiled: Annotated[str | None, typer.Option(help="The compiled file the recorded run searched "
                                                              "with (default: the one its folder names).")] = None,
     param: Annotated[list[str], typer.Option(help="A reading setting key=value in place of the compiled one "
-                                                  "(read_top, max_context_chars, max_paragraph_chars).")] = [],
+                                                  "(read_top, max_context_chars, max_paragraph_chars; fusion, "
+                                                  "whose new reader reads zero-shot: fusion=passages is rta's "
+                                                  "reader).")] = [],
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,

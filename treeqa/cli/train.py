@@ -11,34 +11,27 @@ from typing import Annotated, Any
 
 import typer
 
-from treeqa.cli.common import app, fail
+from treeqa.cli.common import app, fail, parse_params
+from treeqa.evaluation.replay import NoSearch, with_reading
 from treeqa.programs.compiled import (
+    CompiledFile,
     CompiledProgramError,
     attach_adapter,
     load_program,
     read_recipe,
     save_compiled,
 )
-from treeqa.retrievers.base import Retriever
 
 train_app = typer.Typer(help="A program's trained weights (LoRA adapters on the embedded model).",
                         no_args_is_help=True)
 app.add_typer(train_app, name="train")
 
 
-class _NoSearch(Retriever):
-    """Stands in for the index while a compiled file is rewritten: attaching an adapter needs the
-    program's predictors, not its corpus, so no index is loaded (or built) for it."""
-
-    passages = []
-
-    def search_batch(self, queries: list[str], k: int):
-        raise RuntimeError("a program loaded to attach an adapter does not search")
-
-
-def _source_program(source: str, dataset: str | None) -> tuple[Any, dict[str, Any], Path | None]:
+def _source_program(source: str, dataset: str | None,
+                    params: dict | None = None) -> tuple[Any, dict[str, Any], Path | None]:
     """(program, recipe, compiled file or None) of `source`: a compiled file, or a program's name
-    (its zero-shot settings, searching `dataset`'s corpus with the default retriever)."""
+    (its zero-shot settings with `params` in place, searching `dataset`'s corpus with the default
+    retriever)."""
     from treeqa.data import DEFAULT_DATASET
     from treeqa.programs import PROGRAMS, build_program
     from treeqa.retrievers import DEFAULT_KIND
@@ -48,21 +41,25 @@ def _source_program(source: str, dataset: str | None) -> tuple[Any, dict[str, An
         if not path.is_file():
             raise CompiledProgramError(f"{source}: neither a compiled file nor a program ({', '.join(PROGRAMS)})")
         recipe, _ = read_recipe(path)
-        return load_program(path, retriever=_NoSearch()), recipe, path
+        found = CompiledFile.read(path)
+        return load_program(with_reading(found, params) if params else found, retriever=NoSearch()), recipe, path
     dataset = dataset or DEFAULT_DATASET
-    recipe = {"program": source, "dataset": dataset, "retriever": DEFAULT_KIND, "params": {},
+    recipe = {"program": source, "dataset": dataset, "retriever": DEFAULT_KIND, "params": dict(params or {}),
               "compile": {"optimizer": "none (zero-shot)"}}
-    return build_program(source, _NoSearch()), recipe, None
+    try:
+        return build_program(source, NoSearch(), **(params or {})), recipe, None
+    except (TypeError, ValueError) as exc:
+        raise CompiledProgramError(f"{source}: {exc}") from None
 
 
 def attach_to_compiled(source: str | Path, adapter: Path, out: Path, predictors: list[str],
-                       dataset: str | None = None) -> tuple[Path, list[str]]:
+                       dataset: str | None = None, params: dict | None = None) -> tuple[Path, list[str]]:
     """Write `out`: the program of `source` (a compiled file, or a program's name for its zero-shot
     settings) with `adapter` on `predictors` (default: the program's own reader), the adapter
     copied beside `out` and recorded with its size and sha256 as `optimize` records one, and
     the adapter's training record (`training.json` beside it) where there is one. Returns (out,
     the predictors)."""
-    program, recipe, compiled = _source_program(str(source), dataset)
+    program, recipe, compiled = _source_program(str(source), dataset, params)
     predictors = predictors or [type(program).reader]
     if None in predictors:
         raise CompiledProgramError(f"{source}: a {recipe['program']!r} program has no reader; name the "
@@ -71,6 +68,8 @@ def attach_to_compiled(source: str | Path, adapter: Path, out: Path, predictors:
     extra = {key: recipe[key] for key in ("compile", "corpus") if key in recipe}
     extra["adapter_added"] = {"from": str(compiled) if compiled else f"{recipe['program']} (zero-shot)",
                               "adapter": adapter.name, "predictors": predictors}
+    if params and compiled:
+        extra["adapter_added"]["reading"] = dict(params)
     training = adapter.parent / "training.json"
     if training.is_file():
         record = json.loads(training.read_text())
@@ -95,6 +94,11 @@ def attach_cmd(
     = None,
     dataset: Annotated[str | None, typer.Option(help="whose corpus a program named by its name searches "
                                                      "(default: hotpotqa)")] = None,
+    param: Annotated[list[str] | None, typer.Option(help="a setting key=value: any of a program named by its "
+                                                         "name; of a compiled file, its reading only (fusion, "
+                                                         "read_top, max_context_chars, max_paragraph_chars). "
+                                                         "fusion=passages: ToR reads in rta's prompt, which an "
+                                                         "rta adapter fits")] = None,
 ) -> None:
     """Put a trained LoRA adapter on a program's reader (or the predictors named), saved as a new
     compiled file: a compiled program, or a zero-shot one named by its name. Nothing is trained
@@ -102,7 +106,8 @@ def attach_cmd(
     if not adapter.is_file():
         fail(f"{adapter}: no such adapter")
     try:
-        path, predictors = attach_to_compiled(compiled, adapter, out, predictor or [], dataset)
+        path, predictors = attach_to_compiled(compiled, adapter, out, predictor or [], dataset,
+                                              parse_params(param or []))
     except CompiledProgramError as exc:
         fail(exc)
     typer.echo(f"wrote {path}: {read_recipe(path)[0]['program']} with {adapter.name} on {', '.join(predictors)}")

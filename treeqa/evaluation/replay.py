@@ -28,12 +28,16 @@ import dspy
 
 from treeqa.data.passage import Passage
 from treeqa.evaluation.records import read_records, records_file
-from treeqa.programs.compiled import CompiledFile
+from treeqa.programs.compiled import CompiledFile, CompiledProgramError
 from treeqa.programs.review_run import ReviewNode, ReviewRun
 from treeqa.retrievers.base import Retriever
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
 READER_SETTINGS = frozenset({"read_top", "max_context_chars", "max_paragraph_chars"})
+# readers that read no analysis: a search under a path judge writes none for them (its accept
+# costs no review) and otherwise searches alike, so a search recorded for any reader can be read
+# by these; a reader of analyses can read only a search that wrote them
+NO_ANALYSIS = frozenset({"paragraph", "passages"})
 # A path judge refitted on the same annotations on another CPU differs in its weights' last digits
 # (MiniLM embeds in float32): on MuSiQue the largest difference was 4.3e-7. A weight moved by
 # 1e-5 moves a standardised score's logit by about 1e-4, a decision only on a path that close to
@@ -43,6 +47,39 @@ WEIGHT_TOLERANCE = 1e-5
 
 class ReplayError(ValueError):
     """A recorded run that cannot be replayed with this program (or at all)."""
+
+
+class NoSearch(Retriever):
+    """Stands in for the index where a compiled file is rewritten, not run: its predictors are
+    needed, not its corpus, so no index is loaded (or built) for it."""
+
+    passages = []
+
+    def search_batch(self, queries: list[str], k: int):
+        raise RuntimeError("a program loaded to rewrite its compiled file does not search")
+
+
+def with_reading(found: CompiledFile, overrides: Mapping[str, Any]) -> CompiledFile:
+    """`found` with the reading settings `overrides` in place (READER_SETTINGS and `fusion`; its
+    search stays as compiled). A new fusion starts the reader zero-shot: its compiled demos and
+    instructions were written for the other input. `fusion=passages` is rta's reader, so a ToR
+    given it reads its search in the prompt an rta adapter was trained on."""
+    from treeqa.programs import build_program
+
+    reading = READER_SETTINGS | {"fusion"}
+    if set(overrides) - reading:
+        raise CompiledProgramError(f"{found.path}: a compiled program keeps its search as compiled; only its "
+                                   f"reading changes ({', '.join(sorted(reading))}), not "
+                                   f"{', '.join(sorted(set(overrides) - reading))}")
+    settings, preset = found.build_settings()
+    state = dict(found.state)
+    if "fusion" in overrides and overrides["fusion"] != settings.get("fusion"):
+        try:
+            fresh = build_program(found.program, NoSearch(), preset=preset, **{**settings, **overrides})
+        except (TypeError, ValueError) as exc:
+            raise CompiledProgramError(f"{found.path}: {exc}") from None
+        state[type(fresh).reader] = getattr(fresh, type(fresh).reader).dump_state()
+    return dataclasses.replace(found, settings={**settings, **overrides}, state=state)
 
 
 def rebuild_run(tree: dict[str, Any], passages: Mapping[str, Passage]) -> ReviewRun:
@@ -102,8 +139,9 @@ def check_tree(tree: dict[str, Any]) -> None:
 
 def check_same_search(source: CompiledFile, target: CompiledFile) -> None:
     """Refuse a `target` program whose searches could differ from `source`'s: another program,
-    dataset, corpus or retriever, another setting outside READER_SETTINGS, or other demos or
-    instructions on any predictor but the reader."""
+    dataset, corpus or retriever, another setting outside READER_SETTINGS (a fusion only where
+    the search wrote what it reads: NO_ANALYSIS), or other demos or instructions on any predictor
+    but the reader."""
     src_state, state = source.state, target.state
     problems = []
     for key in ("program", "dataset", "retriever", "corpus"):
@@ -111,9 +149,14 @@ def check_same_search(source: CompiledFile, target: CompiledFile) -> None:
             problems.append(f"{key}: {getattr(source, key)!r} there, {getattr(target, key)!r} here")
     program = replayable(target.program)
     src_settings, settings = source.build_settings()[0], target.build_settings()[0]
-    for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS):
+    for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS - {"fusion"}):
         if not same_setting(src_settings.get(key), settings.get(key)):
             problems.append(f"setting {key} differs")
+    fusions = (src_settings.get("fusion"), settings.get("fusion"))
+    if fusions[0] != fusions[1] and fusions[1] not in NO_ANALYSIS and (
+            fusions[0] in NO_ANALYSIS and src_settings.get("path_judge") is not None):
+        problems.append(f"setting fusion differs: {fusions[1]} reads the analyses a {fusions[0]} search under "
+                        "a path judge did not write")
     if src_settings.get("max_evidence") is not None:  # the search stopped early: its last children have no nodes
         problems.append("the recorded run set max_evidence, so its trees do not hold every paragraph it retrieved")
     for name in sorted((set(src_state) | set(state)) - {program.reader}):
@@ -245,17 +288,16 @@ def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: s
     if searched != (found.retriever, found.corpus):
         raise ReplayError(f"{records_dir} searched {searched[1] or recorded.dataset} with {searched[0]}; "
                           f"{compiled} searches {found.corpus or found.dataset} with {found.retriever}")
-    overrides = dict(overrides or {})
-    if set(overrides) - READER_SETTINGS:
-        raise ReplayError(f"a replay changes only the reading ({', '.join(sorted(READER_SETTINGS))}), "
-                          f"not {', '.join(sorted(set(overrides) - READER_SETTINGS))}")
-    settings = {**found.build_settings()[0], **overrides}
-    target = dataclasses.replace(found, settings=settings)
+    try:
+        target = with_reading(found, overrides or {})
+    except CompiledProgramError as exc:
+        raise ReplayError(str(exc)) from None
+    settings = target.build_settings()[0]
     check_same_search(CompiledFile.read(source) if source else source_recipe(records_dir, recorded), target)
     trees = recorded_trees(run_records(records_dir, recorded), replayable(found.program).reader)
     if not trees:
         raise ReplayError(f"{records_file(records_dir)} holds no recorded search to replay")
-    program = load_program(found, expect=found.program, overrides=overrides)
+    program = load_program(target, expect=found.program)
     ids = {n["id"] for found in trees.values() for n in found["tree"]["nodes"] if n.get("id")}
     passages = corpus_passages(program.retriever.passages, ids)
     if len(passages) < len(ids):

@@ -137,7 +137,7 @@ class ReviewProgram(JudgedProgram):
         the action needs: a path the judge rejects, and one it sends on to an MPC search (the
         completion writes the query) or drops at the last level, cost no LM call; a path it
         accepts gets the review for its analysis, and is accepted whether or not one comes,
-        unless the reader reads paragraphs only (`fusion="paragraph"`): then no analysis is
+        unless the reader reads paragraphs only (`fusion` paragraph or passages): then no analysis is
         read and the accept costs no LM call either.
         """
         fallback_query = f"{question} {passages[-1].title}"
@@ -154,7 +154,7 @@ class ReviewProgram(JudgedProgram):
                                                relevant=relevant, sufficient=sufficient, require_analysis=False)
                 if (decided.action == "reject"
                         or (decided.action == "search" and (self.expansion == "mpc" or not can_search))
-                        or (decided.action == "accept" and self.fusion == "paragraph")):
+                        or (decided.action == "accept" and self.fusion in ("paragraph", "passages"))):
                     return replace(decided, corrected=False, seen_ids=tuple(p.id for p in passages),
                                    judge_relevant=judged[0], judge_sufficient=judged[1], judge_only=True)
         shown, paragraphs = select_for_review(passages, self.max_paragraph_chars, self.max_review_chars)

@@ -44,7 +44,8 @@ class TreeOfReviews(ReviewProgram):
         depth: the deepest level of paragraph nodes (paper: 3); defaults to len(widths).
         expansion: how a search node makes its query: "direct" (the review writes it),
             "cot" (the review reasons first), "mpc" (the model writes the missing paragraph).
-        fusion: what the reader sees: "analysis", "paragraph" or "evidence" (both).
+        fusion: what the reader sees: "analysis", "paragraph" or "evidence" (both); or
+            "passages": rta's reader on the first five distinct paragraphs (an rta adapter fits it).
         relevance_pruning: reject prunes the path; off, every reviewed node below the last
             level is expanded (ablation, Table 5).
         repetitive_pruning: a retrieved paragraph already in the evidence pool is not reviewed again.

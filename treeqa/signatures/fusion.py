@@ -2,9 +2,11 @@
 
 A piece of evidence is an accepted reasoning path (its paragraphs) with the short
 analysis written when it was accepted. Three readers: from the analyses only, from the
-paragraphs only, or from both (evidence-based, the paper's default). The context
-builders here fit as much evidence as a character budget allows, in pool order,
-dropping the pieces that come last rather than overflowing the model's window.
+paragraphs only, or from both (evidence-based, the paper's default); and a fourth of ours,
+`passages`: rta's own reader (`AnswerFromPassages`) on the search's first five distinct
+paragraphs, so a LoRA adapter trained on rta's reads reads ToR's search in the exact prompt it
+was trained on. The context builders here fit as much evidence as a character budget allows,
+in pool order, dropping the pieces that come last rather than overflowing the model's window.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import ClassVar
 import dspy
 
 from treeqa.data.corpus import Passage
+from treeqa.signatures.answer import AnswerFromPassages
 from treeqa.signatures.formatting import format_passages
 
-FUSIONS: tuple[str, ...] = ("analysis", "paragraph", "evidence")
+FUSIONS: tuple[str, ...] = ("analysis", "paragraph", "evidence", "passages")
+PASSAGES_READ = 5  # rta's k: what a reader trained on rta's reads is shown
 
 _ANSWER = "one short entity, a few words at most"
 
@@ -69,8 +73,10 @@ FUSION_SIGNATURES: dict[str, type[dspy.Signature]] = {
     "analysis": AnswerFromAnalyses,
     "paragraph": AnswerFromParagraphs,
     "evidence": AnswerFromEvidence,
+    "passages": AnswerFromPassages,
 }
-FUSION_INPUT: dict[str, str] = {"analysis": "analyses", "paragraph": "paragraphs", "evidence": "evidence"}
+FUSION_INPUT: dict[str, str] = {"analysis": "analyses", "paragraph": "paragraphs", "evidence": "evidence",
+                                "passages": "passages"}
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,8 @@ def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
 
     analysis: the analyses (a piece without one shows its paragraphs instead);
     paragraph: the distinct paragraphs of the pool, in pool order;
-    evidence: whole pieces (analysis + paragraphs).
+    evidence: whole pieces (analysis + paragraphs);
+    passages: the first `PASSAGES_READ` distinct paragraphs of the pool, as rta shows its passages.
     """
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
@@ -114,12 +121,13 @@ def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
         raise ValueError(f"the fusion budget must be positive, got {budget_chars}")
     if fusion == "analysis":
         items = [e.analysis or " ".join(format_passages(e.passages, max_chars=max_paragraph_chars)) for e in pool]
-    elif fusion == "paragraph":
+    elif fusion in ("paragraph", "passages"):
         seen: dict[str, Passage] = {}
         for e in pool:
             for p in e.passages:
                 seen.setdefault(p.id, p)
-        items = format_passages(list(seen.values()), max_chars=max_paragraph_chars)
+        distinct = list(seen.values())[:PASSAGES_READ] if fusion == "passages" else list(seen.values())
+        items = format_passages(distinct, max_chars=max_paragraph_chars)
     else:
         items = [format_evidence(e, max_paragraph_chars) for e in pool]
     return _fit(items, budget_chars)
