@@ -117,6 +117,8 @@ HEADLINE_ROWS = (
     ("rta with a LoRA reader trained on CPU (the balanced adapter)", ("rta-lora-balanced", "rta-lora-balanced", None)),
     ("ToR compiled with that adapter on its reader, re-reading the searches above²",
      ("tor-path-judge-replay-lora-balanced", "tor-path-judge-read-3-reader-replay-lora-balanced", None)),
+    ("ToR compiled with an adapter trained on 185 of ToR's own reads, re-reading the same searches²",
+     ("tor-path-judge-replay-lora-tor-v1", "tor-path-judge-read-3-reader-replay-lora-tor-v1", None)),
     ("rta with the reader set v1's adapter (600 of its 1,010 gold reads, trained on CPU)",
      ("rta-lora-v1", "rta-lora-v1", None)),
     ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
