@@ -119,6 +119,8 @@ HEADLINE_ROWS = (
      ("tor-path-judge-replay-lora-balanced", "tor-path-judge-read-3-reader-replay-lora-balanced", None)),
     ("ToR compiled with an adapter trained on 185 of ToR's own reads, re-reading the same searches²",
      ("tor-path-judge-replay-lora-tor-v1", "tor-path-judge-read-3-reader-replay-lora-tor-v1", None)),
+    ("ToR compiled, its searches read in rta's prompt by the base reader⁴",
+     ("tor-path-judge-replay-passages", "tor-path-judge-read-3-reader-replay-passages", None)),
     ("ToR compiled, its searches read in rta's prompt through the v3 adapter of the full epoch⁴",
      ("tor-path-judge-replay-passages-lora-v3-full", "tor-path-judge-read-3-reader-replay-passages-lora-v3-full",
       None)),
