@@ -262,8 +262,7 @@ def lora_cmd(
     per_question: Annotated[int | None, typer.Option(help="train on at most this many reads a question")] = None,
     yes_no_built: Annotated[bool, typer.Option("--yes-no-built", help="also train on every built read (gold, "
                                                "partial) of a yes/no question, beyond --per-question")] = False,
-    validation_reads: Annotated[int, typer.Option(help="validation reads measured at each point "
-                                                       "(the first ones)")] = 64,
+    validation_reads: Annotated[int, typer.Option(help="validation reads measured at each point (the first)")] = 64,
     validate_every: Annotated[int, typer.Option(help="examples between validation points")] = 256,
     top_layers: Annotated[int, typer.Option(help="decoder layers that carry LoRA")] = 8,
     rank: Annotated[int, typer.Option()] = 16,
