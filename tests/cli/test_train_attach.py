@@ -118,6 +118,10 @@ def test_attach_sets_a_named_programs_settings_so_tor_reads_in_rtas_prompt(engin
     fixed = run_cli("train", "attach", str(_compiled(tmp_path)), str(adapter), str(tmp_path / "y.json"),
                     "--param", "k=3")
     assert fixed.exit_code == 1 and "keeps its search as compiled" in fixed.output
+    lacking = run_cli("train", "attach", str(_compiled(tmp_path)), str(adapter), str(tmp_path / "z.json"),
+                      "--param", "read_top=3")
+    assert lacking.exit_code == 1 and "read_top: not a setting of rta" in lacking.output
+    assert not (tmp_path / "z.json").exists()
 
 
 def test_a_compiled_tor_given_a_new_fusion_keeps_its_search_and_reads_zero_shot(engines, tmp_path):

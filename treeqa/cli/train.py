@@ -40,9 +40,9 @@ def _source_program(source: str, dataset: str | None,
     if path.is_file() or source not in PROGRAMS:
         if not path.is_file():
             raise CompiledProgramError(f"{source}: neither a compiled file nor a program ({', '.join(PROGRAMS)})")
-        recipe, _ = read_recipe(path)
         found = CompiledFile.read(path)
-        return load_program(with_reading(found, params) if params else found, retriever=NoSearch()), recipe, path
+        recipe, _ = read_recipe(path)
+        return load_program(with_reading(found, params or {}), retriever=NoSearch()), recipe, path
     dataset = dataset or DEFAULT_DATASET
     recipe = {"program": source, "dataset": dataset, "retriever": DEFAULT_KIND, "params": dict(params or {}),
               "compile": {"optimizer": "none (zero-shot)"}}

@@ -72,12 +72,14 @@ def with_reading(found: CompiledFile, overrides: Mapping[str, Any]) -> CompiledF
                                    f"reading changes ({', '.join(sorted(reading))}), not "
                                    f"{', '.join(sorted(set(overrides) - reading))}")
     settings, preset = found.build_settings()
+    if not overrides:
+        return found
+    try:  # the program built with them: a setting it lacks (read_top on rta) is one line here
+        fresh = build_program(found.program, NoSearch(), preset=preset, **{**settings, **overrides})
+    except (TypeError, ValueError) as exc:
+        raise CompiledProgramError(f"{found.path}: {exc}") from None
     state = dict(found.state)
     if "fusion" in overrides and overrides["fusion"] != settings.get("fusion"):
-        try:
-            fresh = build_program(found.program, NoSearch(), preset=preset, **{**settings, **overrides})
-        except (TypeError, ValueError) as exc:
-            raise CompiledProgramError(f"{found.path}: {exc}") from None
         state[type(fresh).reader] = getattr(fresh, type(fresh).reader).dump_state()
     return dataclasses.replace(found, settings={**settings, **overrides}, state=state)
 
