@@ -96,3 +96,14 @@ def test_yes_no_built_trains_on_every_built_read_of_a_yes_no_question(tmp_path, 
         run_cli("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--per-question", "1",
                 *extra)
     assert seen == [["y:own", "p:own"], ["y:own", "y:gold", "y:partial", "p:own"]]
+
+
+def test_a_stopped_training_says_how_to_resume_in_one_line(tmp_path, monkeypatch):
+    def train_adapter(chats, out, recipe, **kwargs):
+        raise KeyboardInterrupt  # what train_adapter raises after Ctrl-C, its adapter written
+
+    write_set(tmp_path / "set")
+    monkeypatch.setattr("treeqa.lm.provider.train_adapter", train_adapter)
+    result = run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 130 and "Traceback" not in result.output
+    assert "the same command resumes" in result.output and str(tmp_path / "out") in result.output

@@ -4,6 +4,8 @@ touches only the top layers, a killed training resumes to the same weights, the 
 written in llama.cpp's layout and refused when it changed."""
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -99,6 +101,42 @@ def test_a_budget_stops_early_with_a_checkpoint(tmp_path):
         examples(), budget_s=0.0, progress=False)
     assert not report.finished and report.steps_done == 0
     assert (tmp_path / "checkpoint.pt").is_file()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_after_the_example_checkpointed_and_the_same_call_resumes(tmp_path, signum):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=2, epochs=2)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+    def interrupt_at(step, loss):
+        if step == 6:
+            os.kill(os.getpid(), signum)
+
+    stopped = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(), progress=False, on_step=interrupt_at, validation=examples(2), validate_every=4)
+    assert not stopped.finished and stopped.steps_done == 6  # no further example ran
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path)
+    steps = []
+    report = trainer.train(examples(), progress=False, on_step=lambda step, loss: steps.append(step),
+                           validation=examples(2), validate_every=4)
+    assert steps[0] == 7 and report.finished and report.steps_done == 16
+    assert 6 in [point["step"] for point in trainer.curve]  # the stop was validated
+
+
+def test_a_second_signal_stops_at_once(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1, epochs=2)
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupt_twice(step, loss):
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+            examples(), progress=False, on_step=interrupt_twice)
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_too_long_examples_are_skipped_and_counted(tmp_path):
@@ -336,3 +374,30 @@ def test_9_empty_replies_are_skipped_and_counted(tmp_path, settings_env):
     trained = (tmp_path / "run" / "train-data.jsonl").read_text().splitlines()
     assert [json.loads(line)["messages"][-1]["content"] for line in trained] == ['{"answer": "paris"}',
                                                                                  '{"answer": "rome"}']
+
+
+def test_an_interrupted_training_writes_its_adapter_then_stops_its_caller(tmp_path, settings_env, monkeypatch):
+    """`optimize --optimizer finetune` must not go on to compile with a half-trained adapter after
+    Ctrl-C: `train_adapter` writes what was learned, then raises KeyboardInterrupt."""
+    from treeqa.lm import lora
+    from treeqa.lm.provider import train_adapter
+
+    settings_env(cache_dir=tmp_path / "cache")
+    model = tiny_model()
+    model.base_id = "tiny"
+    train_on = lora.LoraTrainer._train_on
+
+    def train_on_then_interrupt(self, example, run, *args):
+        train_on(self, example, run, *args)
+        if run.step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(lora.LoraTrainer, "_train_on", train_on_then_interrupt)
+    chats = [{"messages": [{"role": "user", "content": f"capital number {i}?"},
+                           {"role": "assistant", "content": '{"answer": "paris"}'}]} for i in range(4)]
+    with pytest.raises(KeyboardInterrupt):
+        train_adapter(chats, tmp_path / "run", LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1),
+                      progress=False, base=(tiny_tokenizer(), model))
+    record = json.loads((tmp_path / "run" / "training.json").read_text())
+    assert record["report"]["interrupted"] and record["report"]["steps_done"] == 2
+    assert not record["report"]["finished"] and (tmp_path / "run" / "adapter.gguf").is_file()

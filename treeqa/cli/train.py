@@ -253,6 +253,17 @@ def score_cmd(
     typer.echo(json.dumps(summarise(records), indent=2))
 
 
+def _train_resumably(chats: list[dict], out: Path, recipe, **options):
+    """`train_adapter`, with a stop by Ctrl-C or SIGTERM told in one line (exit 130), not a traceback."""
+    from treeqa.lm.provider import train_adapter
+
+    try:
+        return train_adapter(chats, out, recipe, **options)
+    except KeyboardInterrupt:
+        typer.echo(f"stopped: the same command resumes from the checkpoint in {out}", err=True)
+        raise typer.Exit(130) from None
+
+
 @train_app.command("lora")
 def lora_cmd(
     reads: Annotated[list[Path], typer.Option("--set", help="a folder `treeqa train reads` or `train tor-reads` "
@@ -276,7 +287,8 @@ def lora_cmd(
                                                   "bfloat16, or auto (bfloat16 where the CPU has BF16)")] = "auto",
     top_dtype: Annotated[str, typer.Option(help="what the trained layers compute in: float32, bfloat16 "
                                                 "(autocast; the weights stay float32), or auto")] = "float32",
-    budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
+    budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds; Ctrl-C "
+                                                        "or SIGTERM stops after the current example")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda where torch sees one)")] = "auto",
     with_reasons: Annotated[bool, typer.Option("--with-reasons", help="train the reasoning reader (rta "
                                                "--param reason=true) on the reads that gained a reason "
@@ -284,7 +296,6 @@ def lora_cmd(
 ) -> None:
     """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point."""
     from treeqa.lm.lora import LoraRecipe, native_bf16
-    from treeqa.lm.provider import train_adapter
     from treeqa.teleprompt.reader_set import read_set
 
     train = [r for folder in reads for r in read_set(folder, "train", per_question, yes_no_built)]
@@ -310,6 +321,6 @@ def lora_cmd(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     typer.echo(f"training on {len(train_chats)} reads, validating on {len(held_out_chats)}", err=True)
-    adapter, report = train_adapter(train_chats, out, recipe, budget_s=budget_s, validation=held_out_chats,
-                                    validate_every=validate_every, device=device)
+    adapter, report = _train_resumably(train_chats, out, recipe, budget_s=budget_s, validation=held_out_chats,
+                                       validate_every=validate_every, device=device)
     typer.echo(json.dumps({"adapter": str(adapter), "report": report.to_dict()}, indent=2))

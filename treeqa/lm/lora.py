@@ -6,7 +6,7 @@ epoch. So only the top `top_layers` decoder layers carry LoRA; the hidden states
 are computed once per example and kept on disk (`LayerCache`), after which the lower layers
 leave memory; the loss is on the answer tokens only, and the vocabulary projection runs on
 those positions alone. Training checkpoints every few steps (`checkpoint.pt`) and a killed run
-resumes there; a time budget ends it early with what was learned so far.
+resumes there; a time budget, Ctrl-C or SIGTERM ends it early with what was learned so far.
 
 The model is read from the same GGUF llama.cpp serves (transformers dequantises it), so the
 adapter is trained against the weights it will be added to. `treeqa.lm.adapter` writes it in
@@ -22,6 +22,8 @@ import math
 import os
 import random
 import resource
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -129,6 +131,7 @@ class TrainReport:
     losses: list[float] = field(default_factory=list, repr=False)
     curve: list[dict[str, Any]] = field(default_factory=list, repr=False)
     best: dict[str, Any] | None = None
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (`_StopOnSignal`), not by the budget
 
     @property
     def seconds_per_example(self) -> float:
@@ -242,6 +245,32 @@ class _Progress:
     finished: bool = True
 
 
+class _StopOnSignal:
+    """Ctrl-C or SIGTERM during a training asks it to stop after the current example, as a spent
+    budget does: the stop is checkpointed and validated, so its adapter is the best point so far
+    and the same command resumes. A second signal stops at once (KeyboardInterrupt), losing what
+    came after the last checkpoint. Off the main thread, where Python takes no signal handler,
+    signals act as before."""
+
+    def __init__(self) -> None:
+        self.asked: int | None = None
+        self._previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._ask) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def _ask(self, signum: int, frame: Any) -> None:
+        if self.asked is not None:
+            raise KeyboardInterrupt
+        self.asked = signum
+        log.warning("%s: stopping after this example, checkpointed (again to stop at once)",
+                    signal.Signals(signum).name)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+
 class LoraTrainer:
     """LoRA on the top layers of a transformers causal LM (see module doc).
 
@@ -345,7 +374,8 @@ class LoraTrainer:
               on_step: Callable[[int, float], None] | None = None,
               validation: Sequence[TokenizedExample] = (), validate_every: int | None = None) -> TrainReport:
         """Train on `examples` (resuming from `work_dir/checkpoint.pt` when it is of the same
-        examples, recipe and base); stops early, checkpointed, when `budget_s` is spent.
+        examples, recipe and base); stops early, checkpointed, when `budget_s` is spent or on
+        Ctrl-C or SIGTERM (`_StopOnSignal`).
 
         With `validation` examples, their mean answer loss is measured every `validate_every`
         examples (a multiple of the recipe's `accumulate`) and at the end; each point goes to
@@ -372,9 +402,10 @@ class LoraTrainer:
         bar = tqdm(total=total, initial=run.step, desc="training LoRA", unit="ex", disable=not progress)
         self.model.train()
         optimizer.zero_grad()
+        stop = _StopOnSignal()
         try:
             while run.step < total:
-                if budget_s is not None and time.perf_counter() - started > budget_s:
+                if stop.asked or (budget_s is not None and time.perf_counter() - started > budget_s):
                     run.finished = False
                     break
                 self._train_on(kept[order[run.step]], run, optimizer, fingerprint, total, checkpoint_every)
@@ -386,6 +417,7 @@ class LoraTrainer:
                 if on_step is not None:
                     on_step(run.step, run.losses[-1])
         finally:
+            stop.restore()
             bar.close()
         if validation and run.step == total and (not self.curve or self.curve[-1]["step"] != total):
             self.validate(validation, run.step, run.losses)
@@ -394,7 +426,9 @@ class LoraTrainer:
             # a stop by the budget gets its own point, so the best weights so far are known
             self.validate(validation, run.step, run.losses)
             self._checkpoint(optimizer, fingerprint, run)
-        return self._report(kept, skipped, run, total, started)
+        report = self._report(kept, skipped, run, total, started)
+        report.interrupted = stop.asked is not None
+        return report
 
     def validation_loss(self, validation: Sequence[TokenizedExample]) -> float:
         """Mean answer loss over `validation`, without gradients (lower layers from the cache)."""

@@ -183,6 +183,8 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
         out_dir: the run folder; a rerun with the same chats and recipe resumes its checkpoint.
         recipe: a `LoraRecipe`.
         budget_s: stop when this many seconds are spent; the adapter holds what was learned.
+            Ctrl-C or SIGTERM stops the same way, then raises KeyboardInterrupt once the
+            adapter and its record are written, so a caller does not go on half-trained.
         base: (tokenizer, model) to train instead of the embedded GGUF (tests pass a tiny one),
             with `base_id` and `architecture` attributes on the model if not the embedded one.
         validation: held-out chats; their loss is measured every `validate_every` examples and at
@@ -221,4 +223,6 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
     if base is None:
         del model
         gc.collect()
+    if report.interrupted:  # checkpointed and its best point written: the caller stops too (`optimize`)
+        raise KeyboardInterrupt
     return adapter, report
