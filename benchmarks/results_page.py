@@ -131,6 +131,8 @@ HEADLINE_ROWS = (
     ("rta with the reader set v3's adapter (656 of its 973 reads: v2's mix, the evidence questions, yes/no "
      "balanced by dataset)", ("rta-lora-v3", "rta-lora-v3", None)),
     ("the same training run to the end of its epoch (all 973 reads)", ("rta-lora-v3-full", None, None)),
+    ("rta with the v4 adapter (v3's reads and every built read of a yes/no question: 1,073)",
+     ("rta-lora-v4", "rta-lora-v4", None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
     ("the same with the v3 adapter of the full epoch³", ("rta-lora-v3-full-gold", None, None)),
