@@ -124,6 +124,18 @@ def test_a_signal_stops_after_the_example_checkpointed_and_the_same_call_resumes
     assert 6 in [point["step"] for point in trainer.curve]  # the stop was validated
 
 
+def test_a_signal_during_the_last_example_leaves_a_finished_training(tmp_path):
+    recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=2)
+
+    def interrupt_at_the_end(step, loss):
+        if step == 8:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    report = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path).train(
+        examples(), progress=False, on_step=interrupt_at_the_end)
+    assert report.finished and not report.interrupted  # its caller goes on with the whole adapter
+
+
 def test_a_second_signal_stops_at_once(tmp_path):
     recipe = LoraRecipe(rank=4, alpha=8, top_layers=1, accumulate=1, epochs=2)
     before = signal.getsignal(signal.SIGINT)

@@ -427,7 +427,7 @@ class LoraTrainer:
             self.validate(validation, run.step, run.losses)
             self._checkpoint(optimizer, fingerprint, run)
         report = self._report(kept, skipped, run, total, started)
-        report.interrupted = stop.asked is not None
+        report.interrupted = stop.asked is not None and not report.finished  # one during the last example: done
         return report
 
     def validation_loss(self, validation: Sequence[TokenizedExample]) -> float:
