@@ -107,3 +107,65 @@ def test_a_stopped_training_says_how_to_resume_in_one_line(tmp_path, monkeypatch
     result = run_cli("train", "lora", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "out"))
     assert result.exit_code == 130 and "Traceback" not in result.output
     assert "the same command resumes" in result.output and str(tmp_path / "out") in result.output
+
+
+def write_reasoned_set(folder, validation_reason=True):
+    """Two train reads with a kept reason, one without, two validation reads (one with a reason)."""
+    folder.mkdir()
+    sides = ["train"] * 3 + ["validation"] * 2
+    reads = [{"id": f"q{i}:gold", "question_id": f"q{i}", "side": side, "kind": "gold", "question": f"Q{i}?",
+              "passages": [f"P{i}: Paris."], "answer": "Paris",
+              "chat": {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": "x"}]}}
+             for i, side in enumerate(sides)]
+    (folder / "reads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reads))
+    how = {"q0:gold": "found", "q1:gold": "none", "q2:gold": "rationalised", "q3:gold": "found" if validation_reason
+           else "none"}
+    (folder / "reasons.jsonl").write_text("".join(json.dumps({"id": i, "how": h, "reasoning": f"{i} says Paris." if
+                                                               h != "none" else ""}) + "\n" for i, h in how.items()))
+
+
+def test_reasoned_only_trains_the_bare_reader_on_the_reads_with_reasons_is_the_control(tmp_path, monkeypatch):
+    seen = {}
+
+    def train_adapter(chats, out, recipe, validation=(), **kwargs):
+        seen.update(train=[c["messages"] for c in chats], validation=[c["messages"] for c in validation])
+        raise SystemExit(0)  # stop before any model is loaded
+
+    write_reasoned_set(tmp_path / "s")
+    monkeypatch.setattr("treeqa.lm.provider.train_adapter", train_adapter)
+    args = ("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"))
+    run_cli(*args, "--reasoned-only")
+    assert [m[0]["content"] for m in seen["train"]] == ["q0", "q2"]  # rta's own chats, q1 left out
+    assert [m[0]["content"] for m in seen["validation"]] == ["q3", "q4"]
+    run_cli(*args, "--with-reasons")
+    assert [json.loads(m[-1]["content"])["reasoning"] for m in seen["train"]] == ["q0:gold says Paris.",
+                                                                                  "q2:gold says Paris."]
+    assert [json.loads(m[-1]["content"])["reasoning"] for m in seen["validation"]] == ["q3:gold says Paris."]
+    both = run_cli(*args, "--with-reasons", "--reasoned-only")
+    assert both.exit_code != 0 and "one of them at a time" in both.output
+
+
+def test_with_reasons_and_no_validation_reason_is_refused_rather_than_trained_without_a_curve(tmp_path):
+    write_reasoned_set(tmp_path / "s", validation_reason=False)
+    result = run_cli("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--with-reasons")
+    assert result.exit_code != 0 and "--side validation" in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_reasons_take_the_yes_no_built_reads_and_a_limit_in_the_hashed_order(tmp_path, monkeypatch):
+    from treeqa.teleprompt.reader_set import read_set
+    from treeqa.teleprompt.reasons import reason_order
+
+    (tmp_path / "s").mkdir()
+    reads = [{"id": f"{q}:{kind}", "question_id": q, "side": "train", "kind": kind, "pick": pick, "answer": answer,
+              "question": f"{q}?", "passages": ["P"], "chat": {"messages": [{"role": "user", "content": "x"}]}}
+             for q, answer in (("y", "yes"), ("p", "Paris"), ("r", "Rome")) for pick, kind in
+             enumerate(("own", "gold", "partial"))]
+    (tmp_path / "s" / "reads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reads))
+    lm, engine = scripted_lm(lambda kind, inputs: {"reasoning": "P says so.", "answer": "yes"})
+    use_lm(monkeypatch, lm)
+    result = run_cli("train", "reasons", "--set", str(tmp_path / "s"), "--yes-no-built", "--limit", "4")
+    assert result.exit_code == 0, result.output
+    written = [json.loads(line)["id"] for line in (tmp_path / "s" / "reasons.jsonl").read_text().splitlines()]
+    chosen = reason_order(read_set(tmp_path / "s", "train", 1, yes_no_built=True))
+    assert len(chosen) == 5 and written == [r["id"] for r in chosen[:4]]

@@ -8,7 +8,7 @@ import dspy
 
 from tests.fakes.lm import Raw, scripted_lm
 from treeqa.lm import TrainableJSONAdapter
-from treeqa.teleprompt.reasons import find_reasons, gives_away, names_answer, read_reasons, reasoned_chats
+from treeqa.teleprompt.reasons import find_reasons, gives_away, names_answer, read_reasons, reason_order, reasoned_chats
 
 
 def read(i: int, answer: str) -> dict:
@@ -53,6 +53,10 @@ def test_a_rerun_resumes_and_a_torn_line_is_redone(tmp_path):
 
 def test_the_checks_on_a_reasoning():
     assert names_answer("so it is The Beatles.", "Beatles") and not names_answer("a band", "Beatles")
+    # words, not letters: a "no" hidden in "not" or "known" is no answer
+    assert not names_answer("X is not known to be Y's director", "no")
+    assert names_answer("X is American and Y is British, so no.", "no")
+    assert not names_answer("Parisian bakers", "Paris") and names_answer("born in Paris, France", "Paris")
     assert gives_away("Given the hint, it is Paris") and gives_away("The correct answer is Paris")
     assert not gives_away("P1 says the capital is Paris.")
 
@@ -80,3 +84,12 @@ def test_a_reply_that_does_not_parse_is_a_recorded_failure_of_that_read_only(tmp
     assert counts == {"rationalised": 2}
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [f["where"] for f in lines[0]["failures"]] == ["reason"]
+
+
+def test_the_reasons_order_is_a_hash_of_the_ids_so_a_prefix_is_a_fair_sample_and_stays_put():
+    reads = [read(i, "Paris") for i in range(40)]
+    order = [r["id"] for r in reason_order(reads)]
+    assert order == [r["id"] for r in reason_order(list(reversed(reads)))]
+    assert order != [r["id"] for r in reads] and sorted(order) == sorted(r["id"] for r in reads)
+    grown = [r["id"] for r in reason_order(reads + [read(i, "Paris") for i in range(40, 80)])]
+    assert [i for i in grown if i in set(order)] == order  # a larger set keeps the smaller one's order

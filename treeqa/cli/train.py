@@ -186,7 +186,10 @@ def reasons_cmd(
     reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],
     side: Annotated[str, typer.Option(help="train, validation or both")] = "train",
     per_question: Annotated[int | None, typer.Option(help="at most this many reads a question")] = 1,
-    limit: Annotated[int | None, typer.Option(help="the first N reads only (a pilot)")] = None,
+    yes_no_built: Annotated[bool, typer.Option("--yes-no-built", help="also every built read of a yes/no "
+                                               "question, as `train lora --yes-no-built` trains on")] = False,
+    limit: Annotated[int | None, typer.Option(help="the first N reads only, in an order by a hash of their ids "
+                                                   "(a fair sample of the set; a larger N keeps the first)")] = None,
     lm: Annotated[str, typer.Option(help="the model that reasons (the one being trained)")] = "local",
     no_cache: Annotated[bool, typer.Option("--no-cache", help="ask the model again")] = False,
 ) -> None:
@@ -196,9 +199,9 @@ def reasons_cmd(
 
     from treeqa.lm import adapter_for, get_lm
     from treeqa.teleprompt.reader_set import read_set
-    from treeqa.teleprompt.reasons import find_reasons
+    from treeqa.teleprompt.reasons import find_reasons, reason_order
 
-    chosen = read_set(reads, None if side == "both" else side, per_question)[:limit]
+    chosen = reason_order(read_set(reads, None if side == "both" else side, per_question, yes_no_built))[:limit]
     model = get_lm(lm, cache=not no_cache)
     with dspy.context(lm=model, adapter=adapter_for(model)):
         counts = find_reasons(chosen, reads / "reasons.jsonl")
@@ -264,6 +267,35 @@ def _train_resumably(chats: list[dict], out: Path, recipe, **options):
         raise typer.Exit(130) from None
 
 
+def _chats(sets: list[Path], train: list[dict], held_out: list[dict], with_reasons: bool,
+           reasoned_only: bool) -> tuple[list[dict], list[dict]]:
+    """The train and validation chats: the reads' own (rta's prompt), or with `with_reasons` those
+    that gained a reason in the reasoning reader's prompt; `reasoned_only` keeps the reads'
+    own chats of the train reads that gained one (the control)."""
+    if not (with_reasons or reasoned_only):
+        return [r["chat"] for r in train], [r["chat"] for r in held_out]
+    if with_reasons and reasoned_only:
+        raise typer.BadParameter("--with-reasons and --reasoned-only are the two sides of one comparison: "
+                                 "train one of them at a time")
+    from treeqa.lm import TrainableJSONAdapter
+    from treeqa.teleprompt.reasons import read_reasons, reasoned_chats
+
+    flag = "--with-reasons" if with_reasons else "--reasoned-only"
+    found = {k: v for folder in sets for k, v in read_reasons(folder / "reasons.jsonl").items()}
+    train_chats, without = reasoned_chats(train, found, TrainableJSONAdapter())
+    typer.echo(f"{len(train_chats)} train reads with a reason ({without} without, left out)", err=True)
+    if not train_chats:
+        raise typer.BadParameter("no read has a kept reason yet: run `treeqa train reasons` first", param_hint=flag)
+    if reasoned_only:
+        kept = {r["id"] for r in train if found.get(r["id"], {}).get("how", "none") != "none"}
+        return [r["chat"] for r in train if r["id"] in kept], [r["chat"] for r in held_out]
+    held_out_chats, _ = reasoned_chats(held_out, found, TrainableJSONAdapter())
+    if not held_out_chats:
+        raise typer.BadParameter("no validation read has a kept reason: run `treeqa train reasons --side "
+                                 "validation` for a curve", param_hint=flag)
+    return train_chats, held_out_chats
+
+
 @train_app.command("lora")
 def lora_cmd(
     reads: Annotated[list[Path], typer.Option("--set", help="a folder `treeqa train reads` or `train tor-reads` "
@@ -293,25 +325,17 @@ def lora_cmd(
     with_reasons: Annotated[bool, typer.Option("--with-reasons", help="train the reasoning reader (rta "
                                                "--param reason=true) on the reads that gained a reason "
                                                "(`treeqa train reasons`)")] = False,
+    reasoned_only: Annotated[bool, typer.Option("--reasoned-only", help="train rta's reader (bare answers) on "
+                                                "the same reads as --with-reasons: what the reasons add")] = False,
 ) -> None:
     """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point."""
     from treeqa.lm.lora import LoraRecipe, native_bf16
     from treeqa.teleprompt.reader_set import read_set
 
     train = [r for folder in reads for r in read_set(folder, "train", per_question, yes_no_built)]
-    held_out = interleave([read_set(folder, "validation", 1) for folder in reads])[:validation_reads]
-    train_chats, held_out_chats = [r["chat"] for r in train], [r["chat"] for r in held_out]
-    if with_reasons:
-        from treeqa.lm import TrainableJSONAdapter
-        from treeqa.teleprompt.reasons import read_reasons, reasoned_chats
-
-        found = {k: v for folder in reads for k, v in read_reasons(folder / "reasons.jsonl").items()}
-        train_chats, without = reasoned_chats(train, found, TrainableJSONAdapter())
-        held_out_chats, _ = reasoned_chats(held_out, found, TrainableJSONAdapter())
-        typer.echo(f"{len(train_chats)} train reads with a reason ({without} without, left out)", err=True)
-        if not train_chats:
-            raise typer.BadParameter("no read has a kept reason yet: run `treeqa train reasons` first",
-                                     param_hint="--with-reasons")
+    held_out = interleave([read_set(folder, "validation", 1) for folder in reads])
+    train_chats, held_out_chats = _chats(reads, train, held_out, with_reasons, reasoned_only)
+    held_out_chats = held_out_chats[:validation_reads]
     fast = "bfloat16" if native_bf16() else "float32"
     lower_dtype, top_dtype = (fast if d == "auto" else d for d in (lower_dtype, top_dtype))
     try:
