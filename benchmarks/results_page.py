@@ -124,8 +124,8 @@ HEADLINE_ROWS = (
     ("ToR compiled, its searches read in rta's prompt through the v3 adapter of the full epoch⁴",
      ("tor-path-judge-replay-passages-lora-v3-full", "tor-path-judge-read-3-reader-replay-passages-lora-v3-full",
       None)),
-    ("the same through the v4 adapter (HotpotQA's replay still to run)⁴",
-     (None, "tor-path-judge-read-3-reader-replay-passages-lora-v4", None)),
+    ("ToR compiled, its searches read in rta's prompt through the v4 adapter⁴",
+     ("tor-path-judge-replay-passages-lora-v4", "tor-path-judge-read-3-reader-replay-passages-lora-v4", None)),
     ("rta with the reader set v1's adapter (600 of its 1,010 gold reads, trained on CPU)",
      ("rta-lora-v1", "rta-lora-v1", None)),
     ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
