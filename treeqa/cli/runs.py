@@ -174,24 +174,26 @@ def _print_run(result: dict) -> None:
 
 @app.command("replay")
 def replay_cmd(
-    records: Annotated[str, typer.Argument(help="A ToR run's folder (its predictions.jsonl holds the trees).")],
-    compiled: Annotated[str, typer.Option(help="The compiled ToR to answer with: the recorded run's search, "
-                                               "another reading (read_top, the reader's demos).")],
+    records: Annotated[str, typer.Argument(help="A ToR run's folder, or a judged beam's (its predictions.jsonl "
+                                                          "holds the trees).")],
+    compiled: Annotated[str, typer.Option(help="The compiled ToR or beam to answer with: the recorded run's "
+                                               "search, another reading (read_top, the reader's demos).")],
     source_compiled: Annotated[str | None, typer.Option(help="The compiled file the recorded run searched "
                                                              "with (default: the one its folder names).")] = None,
     param: Annotated[list[str], typer.Option(help="A reading setting key=value in place of the compiled one "
                                                   "(read_top, max_context_chars, max_paragraph_chars; fusion, "
                                                   "whose new reader reads zero-shot: fusion=passages is rta's "
-                                                  "reader).")] = [],
+                                                  "reader; the beam's reading=passages likewise).")] = [],
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
     out: Annotated[str | None, typer.Option(help="Output folder (default under runs/).")] = None,
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
 ) -> None:
-    """Answer again from a ToR run's recorded searches: one reader call a question, for a
-    compile that changes only the reading. A program whose search differs is refused; questions
-    the run has not reached yet are left for a rerun, which resumes."""
+    """Answer again from a ToR run's recorded searches, or a beam's under a path judge (its best
+    state read again): one reader call a question, for a compile that changes only the reading.
+    A program whose search differs is refused; questions the run has not reached yet are left
+    for a rerun, which resumes."""
     from treeqa.evaluation.replay import replay_run
 
     try:

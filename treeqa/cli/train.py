@@ -95,10 +95,12 @@ def attach_cmd(
     dataset: Annotated[str | None, typer.Option(help="whose corpus a program named by its name searches "
                                                      "(default: hotpotqa)")] = None,
     param: Annotated[list[str] | None, typer.Option(help="a setting key=value: any of a program named by its "
-                                                         "name; of a compiled file, its reading only (fusion, "
-                                                         "read_top, max_context_chars, max_paragraph_chars). "
+                                                         "name; of a compiled file, its reading only (ToR: "
+                                                         "fusion, read_top, max_context_chars, "
+                                                         "max_paragraph_chars; the beam: reading). "
                                                          "fusion=passages: ToR reads in rta's prompt, which an "
-                                                         "rta adapter fits")] = None,
+                                                         "rta adapter fits; the beam's reading=passages "
+                                                         "likewise")] = None,
 ) -> None:
     """Put a trained LoRA adapter on a program's reader (or the predictors named), saved as a new
     compiled file: a compiled program, or a zero-shot one named by its name. Nothing is trained

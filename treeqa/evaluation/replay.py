@@ -1,5 +1,5 @@
-"""Answer again from recorded searches: a compiled ToR that differs from a finished run's only in
-its reader reads that run's trees instead of growing them again.
+"""Answer again from recorded searches: a compiled ToR (or beam) that differs from a finished run's
+only in its reader reads that run's trees instead of growing them again.
 
 A ToR answer is a search (every LM call but one) and a reading of what it found (the reader's
 one call). Compiles that change only the reading (`read_top`, the reader's demos and
@@ -10,6 +10,8 @@ takes an hour's replay of reads instead of five hours of searches. The run's rec
 tree (nodes, verdicts, analyses, paragraph ids); `rebuild_run` turns one back into the
 `ReviewRun` the program's own `answer_from` reads, with the paragraphs taken from the corpus by
 id. `check_same_search` refuses a program whose search could differ from the recorded one's.
+The beam under a path judge reads alike: the judge ranks its states by their passages, never by
+their answers, so its recorded best state is read again (`BeamSearchQA.answer_from_tree`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from treeqa.retrievers.base import Retriever
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
 READER_SETTINGS = frozenset({"read_top", "max_context_chars", "max_paragraph_chars"})
+# per tree shape: the settings only the reading uses (a replay may change them), and the one of them
+# that changes the reader's inputs (its compiled demos and instructions no longer fit: it starts zero-shot)
+READINGS = {"reviews": (READER_SETTINGS | {"fusion"}, "fusion"), "states": (frozenset({"reading"}), "reading")}
 # readers that read no analysis: a search under a path judge writes none for them (its accept
 # costs no review) and otherwise searches alike, so a search recorded for any reader can be read
 # by these; a reader of analyses can read only a search that wrote them
@@ -59,14 +64,23 @@ class NoSearch(Retriever):
         raise RuntimeError("a program loaded to rewrite its compiled file does not search")
 
 
+def reading_of(program: str | None) -> tuple[frozenset, str]:
+    """(the settings only the reading uses, the one that changes the reader's inputs) of a
+    program: ToR's (READER_SETTINGS and `fusion`) for one that is not replayed."""
+    from treeqa.programs import PROGRAMS
+
+    return READINGS.get(getattr(PROGRAMS.get(program), "tree_shape", None), READINGS["reviews"])
+
+
 def with_reading(found: CompiledFile, overrides: Mapping[str, Any]) -> CompiledFile:
-    """`found` with the reading settings `overrides` in place (READER_SETTINGS and `fusion`; its
-    search stays as compiled). A new fusion starts the reader zero-shot: its compiled demos and
-    instructions were written for the other input. `fusion=passages` is rta's reader, so a ToR
-    given it reads its search in the prompt an rta adapter was trained on."""
+    """`found` with the reading settings `overrides` in place (`reading_of` the program; its
+    search stays as compiled). A new fusion (beam: reading) starts the reader zero-shot: its
+    compiled demos and instructions were written for the other input. `fusion=passages` and the
+    beam's `reading=passages` are rta's reader, so the program reads its search in the prompt an
+    rta adapter was trained on."""
     from treeqa.programs import build_program
 
-    reading = READER_SETTINGS | {"fusion"}
+    reading, switch = reading_of(found.program)
     if set(overrides) - reading:
         raise CompiledProgramError(f"{found.path}: a compiled program keeps its search as compiled; only its "
                                    f"reading changes ({', '.join(sorted(reading))}), not "
@@ -79,7 +93,7 @@ def with_reading(found: CompiledFile, overrides: Mapping[str, Any]) -> CompiledF
     except (TypeError, ValueError) as exc:
         raise CompiledProgramError(f"{found.path}: {exc}") from None
     state = dict(found.state)
-    if "fusion" in overrides and overrides["fusion"] != settings.get("fusion"):
+    if switch in overrides and overrides[switch] != settings.get(switch):
         state[type(fresh).reader] = getattr(fresh, type(fresh).reader).dump_state()
     return dataclasses.replace(found, settings={**settings, **overrides}, state=state)
 
@@ -150,8 +164,11 @@ def check_same_search(source: CompiledFile, target: CompiledFile) -> None:
         if getattr(source, key) != getattr(target, key):
             problems.append(f"{key}: {getattr(source, key)!r} there, {getattr(target, key)!r} here")
     program = replayable(target.program)
-    src_settings, settings = source.build_settings()[0], target.build_settings()[0]
-    for key in sorted((set(src_settings) | set(settings)) - READER_SETTINGS - {"fusion"}):
+    # a setting one file lacks is at its default (a setting added since leaves the search as it was)
+    defaults = {k: f.default for k, f in program.settings_model().model_fields.items()}
+    src_settings, settings = ({**defaults, **f.build_settings()[0]} for f in (source, target))
+    reading = reading_of(target.program)[0]
+    for key in sorted((set(src_settings) | set(settings)) - reading):
         if not same_setting(src_settings.get(key), settings.get(key)):
             problems.append(f"setting {key} differs")
     fusions = (src_settings.get("fusion"), settings.get("fusion"))
@@ -159,6 +176,8 @@ def check_same_search(source: CompiledFile, target: CompiledFile) -> None:
             fusions[0] in NO_ANALYSIS and src_settings.get("path_judge") is not None):
         problems.append(f"setting fusion differs: {fusions[1]} reads the analyses a {fusions[0]} search under "
                         "a path judge did not write")
+    if program.tree_shape == "states":
+        problems += _beam_problems(src_settings, settings)
     if src_settings.get("max_evidence") is not None:  # the search stopped early: its last children have no nodes
         problems.append("the recorded run set max_evidence, so its trees do not hold every paragraph it retrieved")
     for name in sorted((set(src_state) | set(state)) - {program.reader}):
@@ -172,6 +191,18 @@ def check_same_search(source: CompiledFile, target: CompiledFile) -> None:
                           "replayed:\n  " + "\n  ".join(problems))
 
 
+def _beam_problems(src_settings: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """Why a recorded beam search cannot be read again exactly: without a path judge its states
+    are ranked by Score, which reads each answer; with pick=vote every state's answer counts."""
+    problems = []
+    if src_settings.get("path_judge") is None:
+        problems.append("the recorded beam had no path judge: Score ranked its states by their answers, so a "
+                        "new reader could pick another state")
+    if "vote" in (src_settings.get("pick"), settings.get("pick")):
+        problems.append("pick=vote reads every state's answer: only a pick=beam search is read again")
+    return problems
+
+
 def same_setting(a: Any, b: Any) -> bool:
     """Equal, numbers within WEIGHT_TOLERANCE (absolute or relative), through lists and dicts."""
     if isinstance(a, bool) or isinstance(b, bool) or not all(isinstance(x, (int, float)) for x in (a, b)):
@@ -183,17 +214,24 @@ def same_setting(a: Any, b: Any) -> bool:
     return math.isclose(a, b, rel_tol=WEIGHT_TOLERANCE, abs_tol=WEIGHT_TOLERANCE)
 
 
-def recorded_trees(records: list[dict], reader: str) -> dict[str, dict]:
-    """question -> (tree, the search's cost: every call but the `reader`'s) of a run's records;
-    failed records are left out (their questions are not replayed until the run has them)."""
+def recorded_trees(records: list[dict], reader: str, shape: str = "reviews") -> dict[str, dict]:
+    """question -> (tree, the search's cost: every call but the `reader`'s) of a run's records
+    (trees of `shape`: "reviews" for ToR, "states" for the beam); failed records are left out
+    (their questions are not replayed until the run has them)."""
+    from treeqa.programs.beam_search import BeamSearchQA
+
     trees = {}
     for record in records:
         tree = record.get("tree")
-        if not isinstance(tree, dict) or record.get("error") or not tree.get("nodes"):
+        key = "states" if shape == "states" else "nodes"
+        if not isinstance(tree, dict) or record.get("error") or not tree.get(key):
             continue
         try:
-            check_tree(tree)
-        except ReplayError as exc:
+            if shape == "states":
+                BeamSearchQA.check_recorded_tree(tree)
+            else:
+                check_tree(tree)
+        except ValueError as exc:
             raise ReplayError(f"record {str(record.get('id'))[:80]!r}: {exc}") from None
         split = "lm_seconds_by_predictor" in record  # records made before it was kept cannot split out the reading
         fuse_calls = (record.get("lm_calls_by_predictor") or {}).get(reader, 0)
@@ -235,7 +273,13 @@ class ReplayedSearch(dspy.Module):
         found = self._trees.get(question)
         if found is None:
             raise ReplayError("the recorded run has no search for this question")
-        prediction = self.program.answer_from(rebuild_run(found["tree"], self._passages))
+        if hasattr(self.program, "answer_from_tree"):  # the beam
+            try:
+                prediction = self.program.answer_from_tree(found["tree"], self._passages)
+            except ValueError as exc:
+                raise ReplayError(str(exc)) from None
+        else:
+            prediction = self.program.answer_from(rebuild_run(found["tree"], self._passages))
         prediction.tree["replayed"] = {k: found[k] for k in ("run", "search_lm_calls", "search_seconds",
                                                               "includes_reading")}
         return prediction
@@ -296,11 +340,12 @@ def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: s
         raise ReplayError(str(exc)) from None
     settings = target.build_settings()[0]
     check_same_search(CompiledFile.read(source) if source else source_recipe(records_dir, recorded), target)
-    trees = recorded_trees(run_records(records_dir, recorded), replayable(found.program).reader)
+    kind = replayable(found.program)
+    trees = recorded_trees(run_records(records_dir, recorded), kind.reader, kind.tree_shape)
     if not trees:
         raise ReplayError(f"{records_file(records_dir)} holds no recorded search to replay")
     program = load_program(target, expect=found.program)
-    ids = {n["id"] for found in trees.values() for n in found["tree"]["nodes"] if n.get("id")}
+    ids = set().union(*(paragraph_ids(found["tree"]) for found in trees.values()))
     passages = corpus_passages(program.retriever.passages, ids)
     if len(passages) < len(ids):
         raise ReplayError(f"{len(ids) - len(passages)} paragraphs of the recorded trees are not in the "
@@ -322,6 +367,13 @@ def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: s
     result = run_evaluation(spec, out, program=replayer, only=only)
     result["searched"] = record_search_cost(result, records_dir)
     return result, counted[0], recorded.n
+
+
+def paragraph_ids(tree: dict[str, Any]) -> set[str]:
+    """The ids of every paragraph a recorded tree holds (a ToR's nodes, a beam's states)."""
+    if "states" in tree:
+        return {p["id"] for state in tree["states"] for p in state["passages"]}
+    return {n["id"] for n in tree["nodes"] if n.get("id")}
 
 
 def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, Any]:
@@ -355,7 +407,8 @@ def check_replay_source(records_dir: Path, spec) -> None:
               if getattr(recorded, k) != getattr(spec, k)]
     if differ:
         raise ReplayError(f"{records_dir} is not a run of these questions: " + "; ".join(differ))
-    recorded_trees(run_records(records_dir, recorded), replayable(spec.program).reader)  # each a tree, before a compile
+    kind = replayable(spec.program)
+    recorded_trees(run_records(records_dir, recorded), kind.reader, kind.tree_shape)  # each a tree, before a compile
 
 
 def run_records(records_dir: Path, recorded) -> list[dict]:
@@ -408,10 +461,12 @@ def recorded_spec(records_dir: Path):
 
 
 def replayable(name: str | None):
-    """The class of program `name`, if it reads apart from its search (declares `answer_from`)."""
+    """The class of program `name`, if it reads apart from its search (ToR's `answer_from`, the
+    beam's `answer_from_tree`)."""
     from treeqa.programs import PROGRAMS
 
     program = PROGRAMS.get(name)
-    if not hasattr(program, "answer_from"):
-        raise ReplayError(f"{name!r} does not read apart from its search (no answer_from): only ToR runs are replayed")
+    if not (hasattr(program, "answer_from") or hasattr(program, "answer_from_tree")):
+        raise ReplayError(f"{name!r} does not read apart from its search (no answer_from): only ToR and beam runs "
+                          "are replayed")
     return program

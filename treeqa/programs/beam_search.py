@@ -41,7 +41,7 @@ from treeqa.programs.judged import JudgedProgram
 from treeqa.retrievers.base import Retriever
 from treeqa.retrievers.encoder import EmbedFn
 from treeqa.signatures import budget
-from treeqa.signatures.answer import Answer, clean_answer
+from treeqa.signatures.answer import Answer, AnswerFromPassages, clean_answer
 from treeqa.signatures.ask import Ask
 from treeqa.signatures.evidence import GenerateBackground, SummarizeEvidence
 from treeqa.signatures.formatting import format_history, format_passages
@@ -58,6 +58,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 NO_PASSAGES = "(no passages found)"
+READINGS = ("history", "passages")
 
 
 class PassageLog:
@@ -147,6 +148,17 @@ def voted(states: Iterable[SearchState], prefer: SearchState | None = None) -> S
     return best[preferred if preferred in tied else tied[0]]
 
 
+def _recorded_state(values: dict, passages: dict[str, Passage]) -> SearchState:
+    """A recorded state (`SearchState.to_dict`) back as one, its passages taken from the corpus by id."""
+    missing = [p["id"] for p in values["passages"] if p["id"] not in passages]
+    if missing:
+        raise ValueError(f"paragraph {missing[0]} of the recorded search is not in the corpus")
+    return SearchState(values["id"], values["depth"], values["parent"], list(values["sub_questions"]),
+                       list(values["evidences"]), [passages[p["id"]] for p in values["passages"]],
+                       values["answer"], values["confidence"], values["status"], values.get("asked"),
+                       list(values.get("failures") or []), values.get("judge_path"))
+
+
 class _Search:
     """One question's search: its states in creation order (a state's id is its index) and the
     passages seen. A fresh one per `forward` call, so questions answered at once share nothing."""
@@ -204,6 +216,12 @@ class BeamSearchQA(JudgedProgram):
         pick: which state answers: "beam", the most confident state of the last beam (Algorithm
             1, line 26), or "vote", the answer with the most confidence summed over every
             answered state of the tree (`voted`). The search itself is the same either way.
+        reading: what a state's answer is read from: "history" (the paper's Answer: the
+            sub-questions and their summarised evidence) or "passages" (rta's reader,
+            `AnswerFromPassages`, shown the distinct passages behind the state, root first, so
+            that a LoRA adapter trained on rta's reads fits it as trained). Under a path judge
+            the search never reads an answer, so a recorded search can be read again either
+            way (`treeqa replay`).
 
     Example:
         >>> program = BeamSearchQA.preset("nq", retriever=get_retriever("nq"))
@@ -270,7 +288,8 @@ class BeamSearchQA(JudgedProgram):
     def __init__(self, retriever: Retriever | None = None, *, max_queries: int = 2, depth: int = 2,
                  passages: int = 2, threshold: float = 0.8, beam_size: int = 2, evidence: str = "retrieval",
                  passage_chars: int = 1000, check_seeds: bool = False, path_judge: dict | None = None,
-                 embed_fn: EmbedFn | None = None, threads: int = 1, pick: Literal["beam", "vote"] = "beam"):
+                 embed_fn: EmbedFn | None = None, threads: int = 1, pick: Literal["beam", "vote"] = "beam",
+                 reading: Literal["history", "passages"] = "history"):
         super().__init__()
         if evidence not in EVIDENCE_MODES:
             raise ValueError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}; got {evidence!r}")
@@ -289,10 +308,17 @@ class BeamSearchQA(JudgedProgram):
         if pick not in PICKS:
             raise ValueError(f"pick must be one of {', '.join(PICKS)}; got {pick!r}")
         self.passage_chars, self.check_seeds, self.pick = passage_chars, bool(check_seeds), pick
+        if reading not in READINGS:
+            raise ValueError(f"reading must be one of {', '.join(READINGS)}; got {reading!r}")
+        if reading == "passages" and evidence != "retrieval":
+            raise ValueError("reading='passages' reads the passages behind a state: it needs evidence='retrieval'")
+        self.reading = reading
         self.threads = check_threads(threads)
         self._retriever = SharedRef(retriever)
         self.ask = budget.predict(Ask)
-        self.answer = budget.predict(Answer)
+        self.answer = budget.predict(AnswerFromPassages if reading == "passages" else Answer)
+        if reading == "passages":  # its demos are rta's reads, not histories
+            self.annotation_demos = {**type(self).annotation_demos, "answer": "read"}
         self.scorer = budget.predict(Score)  # never `score`: MIPROv2 sets program.score
         if evidence == "retrieval":
             self.summarize = budget.predict(SummarizeEvidence)
@@ -383,6 +409,58 @@ class BeamSearchQA(JudgedProgram):
             emit({"type": "state", "state": child.to_dict()})
         return answered[: self.beam_size]
 
+    @staticmethod
+    def check_recorded_tree(tree: dict) -> None:
+        """Refuse a recorded tree that is not one: states numbered 0, 1, 2, ... in creation order,
+        each one's parent an earlier state, a best that is one of them (a cycle in a hostile record
+        would otherwise walk forever)."""
+        states = tree.get("states") if isinstance(tree, dict) else None
+        if not isinstance(states, list) or not states or not all(isinstance(s, dict) for s in states):
+            raise ValueError("the recorded tree has no list of states")
+        for i, values in enumerate(states):
+            parent = values.get("parent")
+            if type(values.get("id")) is not int or values["id"] != i:
+                raise ValueError("the recorded tree's states are not numbered 0, 1, 2, ... in creation order")
+            if parent is not None and not (type(parent) is int and 0 <= parent < i):
+                raise ValueError(f"the recorded tree's state {i} has parent {repr(parent)[:40]}, not an earlier "
+                                 "state: refused")
+            if not isinstance(values.get("passages"), list) or not all(
+                    isinstance(p, dict) and isinstance(p.get("id"), str) for p in values["passages"]):
+                raise ValueError(f"the recorded tree's state {i} has no list of passages")
+        best = tree.get("best")
+        if best is not None and not (type(best) is int and 0 <= best < len(states)):
+            raise ValueError(f"the recorded tree's best state {repr(best)[:40]} is not one of its states")
+
+    def answer_from_tree(self, tree: dict, passages: dict[str, Passage]) -> dspy.Prediction:
+        """Read a recorded search again (`treeqa replay`): the recorded best state's answer from
+        this program's reader, one call; every state, score and beam as recorded. Exact only where
+        no recorded confidence read an answer (a path judge decided every one) and the pick is
+        the beam's best; anything else is a ValueError."""
+        if self.pick != "beam":
+            raise ValueError("pick='vote' reads every state's answer: only a pick='beam' search is read again")
+        self.check_recorded_tree(tree)
+        states = [_recorded_state(values, passages) for values in tree["states"]]
+        unjudged = [s.id for s in states if s.status != "failed" and s.judge_path is None]
+        if unjudged:
+            raise ValueError(f"states {unjudged[:5]} were scored by Score, which read their answers: "
+                             "a new reader could rank them otherwise")
+        search = _Search(tree["question"], None)
+        search.states = states
+        for state in states:
+            search.seen.add(state.passages)
+        best = states[tree["best"]] if tree.get("best") is not None else None
+        if best is not None:
+            best.failures = []
+            self._read(best, search.question, search.behind(best))
+        replayed = {**tree, "settings": self.method_settings,
+                    "states": [s.to_dict() if s is best else values for s, values in zip(states, tree["states"],
+                                                                                        strict=True)]}
+        failures = [{**f, "state": best.id} for f in best.failures] if best is not None else []
+        outputs = {"answer": best.answer if best is not None and best.status != "failed" else "",
+                   "confidence": best.confidence if best is not None else 0.0, "tree": replayed,
+                   "failures": failures, "retrieved": search.seen.passages}
+        return dspy.Prediction(**outputs)
+
     def _prediction(self, search: _Search, beam: list[SearchState], beams: list[list[int]],
                     stop: str) -> dspy.Prediction:
         """The answer (line 26, or the vote with `pick="vote"`), the whole tree, every failure
@@ -471,16 +549,28 @@ class BeamSearchQA(JudgedProgram):
         state.evidences.append(text or "")
         return text is not None
 
-    def _answer_and_score(self, state: SearchState, question: str, judge: PathJudge | None = None,
-                          passages: list[Passage] | None = None) -> None:
-        """Answer from the state's history, then score it (with a judge: judge the passages
-        behind it); a failed score leaves confidence 0."""
-        history = format_history(state.history)
-        pred = safe_call(self.answer, state.failures, f"state{state.id}.answer", question=question, history=history)
+    def _read(self, state: SearchState, question: str, behind: list[Passage]) -> bool:
+        """The state's answer, read from its history or (`reading="passages"`) from the distinct
+        passages behind it; False, the state marked failed, when the call failed."""
+        if self.reading == "passages":
+            distinct = list({p.id: p for p in behind}.values())
+            inputs = {"passages": format_passages(distinct, self.passage_chars)}
+        else:
+            inputs = {"history": format_history(state.history)}
+        pred = safe_call(self.answer, state.failures, f"state{state.id}.answer", question=question, **inputs)
         if pred is None:
             state.status = "failed"
-            return
+            return False
         state.answer = clean_answer(pred.answer)
+        return True
+
+    def _answer_and_score(self, state: SearchState, question: str, judge: PathJudge | None = None,
+                          passages: list[Passage] | None = None) -> None:
+        """Answer (`_read`), then score it (with a judge: judge the passages behind it); a failed
+        score leaves confidence 0."""
+        if not self._read(state, question, passages or []):
+            return
+        history = format_history(state.history)
         if judge is not None:
             try:
                 probability, path = judge.best_path(question, passages or [], self.judge_embed_fn())

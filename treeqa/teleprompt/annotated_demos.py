@@ -188,7 +188,7 @@ BUILDERS: dict[str, Callable] = {  # kind -> (example, rng, other answers, signa
 def declared_kinds(program: dspy.Module) -> dict[str, str]:
     """Predictor name -> demo kind, as the program's class declares (`annotation_demos`, keyed by
     the predictor's attribute: `answer` covers `answer.predict`); an unknown kind is an error."""
-    declared = getattr(type(program), "annotation_demos", {}) or {}
+    declared = getattr(program, "annotation_demos", {}) or {}  # an instance may read otherwise (beam's reading)
     unknown = sorted(set(declared.values()) - set(BUILDERS))
     if unknown:
         raise ValueError(f"{type(program).__name__}.annotation_demos names unknown demo kinds {unknown}; "
