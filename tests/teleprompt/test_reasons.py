@@ -36,6 +36,8 @@ def test_reasons_are_found_rationalised_or_refused(tmp_path):
     assert len(engine.calls) == 1 + 2 * 3  # the hint only where the reader missed
     kept = read_reasons(tmp_path / "reasons.jsonl")
     assert kept["q1:gold"] == {"how": "rationalised", "reasoning": "P1 says the city is Paris.", "said": "Rome"}
+    refused = {r["id"]: r for r in map(json.loads, (tmp_path / "reasons.jsonl").read_text().splitlines())}
+    assert refused["q2:gold"]["refused"] == "The hint says Paris." and kept["q2:gold"]["reasoning"] == ""
 
 
 def test_a_rerun_resumes_and_a_torn_line_is_redone(tmp_path):
@@ -57,6 +59,8 @@ def test_the_checks_on_a_reasoning():
     assert not names_answer("X is not known to be Y's director", "no")
     assert names_answer("X is American and Y is British, so no.", "no")
     assert not names_answer("Parisian bakers", "Paris") and names_answer("born in Paris, France", "Paris")
+    assert names_answer("Kerr Van Cleve Smith appeared in Pressure.", "Kerr Smith")
+    assert not names_answer("Will Smith appeared in Pressure.", "Kerr Smith")
     assert gives_away("Given the hint, it is Paris") and gives_away("The correct answer is Paris")
     assert not gives_away("P1 says the capital is Paris.")
 

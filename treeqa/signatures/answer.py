@@ -57,9 +57,10 @@ class ReasonFromPassages(dspy.Signature):
 
 
 class ReasonTowardsAnswer(dspy.Signature):
-    """The correct answer to the question is given. Using the passages, write the two or three
-    sentences of reasoning that lead from them to that answer, as if you had found it yourself:
-    never mention that it was given. Then repeat the answer."""
+    """You are told the answer to the question. Using the passages, write the two or three
+    sentences of reasoning that lead from them to that answer, as if you had found it yourself,
+    and name the answer in the last sentence. Never say that it was given to you or that it is
+    the correct one. Then repeat the answer."""
 
     max_tokens: ClassVar[int] = 448
 

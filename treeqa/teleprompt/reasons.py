@@ -35,10 +35,11 @@ _GIVEN_AWAY = re.compile(r"\b(hint|given answer|correct answer|provided answer|w
 
 
 def names_answer(reasoning: str, answer: str) -> bool:
-    """The reasoning arrives at the answer: the answer's words appear in it as words (normalised),
-    so "no" is not found in "not" nor "Paris" in "Parisian"."""
-    target = normalize_answer(answer)
-    return bool(target) and f" {target} " in f" {normalize_answer(reasoning)} "
+    """The reasoning arrives at the answer: every word of the answer is a word of the reasoning
+    (normalised), so "no" is not found in "not" nor "Paris" in "Parisian", while "Kerr Van Cleve
+    Smith" names "Kerr Smith" (a 1.5B reasoner writes a name as its passage does)."""
+    target, words = normalize_answer(answer).split(), set(normalize_answer(reasoning).split())
+    return bool(target) and all(word in words for word in target)
 
 
 def gives_away(reasoning: str) -> bool:
@@ -65,7 +66,8 @@ class ReasonFinder(dspy.Module):
         reasoning = str(hinted.reasoning or "").strip() if hinted else ""
         if reasoning and names_answer(reasoning, answer) and not gives_away(reasoning):
             return {"how": "rationalised", "reasoning": reasoning, "said": said, "failures": failures}
-        return {"how": "none", "reasoning": "", "said": said, "failures": failures}
+        # the refused rationalisation is kept apart (never trained on): what the checks refuse
+        return {"how": "none", "reasoning": "", "said": said, "refused": reasoning, "failures": failures}
 
 
 def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None = None,
