@@ -96,6 +96,11 @@ def test_yes_no_built_trains_on_every_built_read_of_a_yes_no_question(tmp_path, 
         run_cli("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--per-question", "1",
                 *extra)
     assert seen == [["y:own", "p:own"], ["y:own", "y:gold", "y:partial", "p:own"]]
+    from treeqa.teleprompt.reader_set import hashed_order
+
+    run_cli("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--per-question", "1",
+            "--yes-no-built", "--limit", "2")  # the first 2 of those 4 in the hashed order
+    assert seen[-1] == [r["id"] for r in hashed_order([{"id": i} for i in seen[1]])][:2]
 
 
 def test_a_stopped_training_says_how_to_resume_in_one_line(tmp_path, monkeypatch):
@@ -153,8 +158,7 @@ def test_with_reasons_and_no_validation_reason_is_refused_rather_than_trained_wi
 
 
 def test_reasons_take_the_yes_no_built_reads_and_a_limit_in_the_hashed_order(tmp_path, monkeypatch):
-    from treeqa.teleprompt.reader_set import read_set
-    from treeqa.teleprompt.reasons import reason_order
+    from treeqa.teleprompt.reader_set import hashed_order, read_set
 
     (tmp_path / "s").mkdir()
     reads = [{"id": f"{q}:{kind}", "question_id": q, "side": "train", "kind": kind, "pick": pick, "answer": answer,
@@ -167,5 +171,5 @@ def test_reasons_take_the_yes_no_built_reads_and_a_limit_in_the_hashed_order(tmp
     result = run_cli("train", "reasons", "--set", str(tmp_path / "s"), "--yes-no-built", "--limit", "4")
     assert result.exit_code == 0, result.output
     written = [json.loads(line)["id"] for line in (tmp_path / "s" / "reasons.jsonl").read_text().splitlines()]
-    chosen = reason_order(read_set(tmp_path / "s", "train", 1, yes_no_built=True))
+    chosen = hashed_order(read_set(tmp_path / "s", "train", 1, yes_no_built=True))
     assert len(chosen) == 5 and written == [r["id"] for r in chosen[:4]]

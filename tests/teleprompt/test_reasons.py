@@ -8,7 +8,8 @@ import dspy
 
 from tests.fakes.lm import Raw, scripted_lm
 from treeqa.lm import TrainableJSONAdapter
-from treeqa.teleprompt.reasons import find_reasons, gives_away, names_answer, read_reasons, reason_order, reasoned_chats
+from treeqa.teleprompt.reader_set import hashed_order
+from treeqa.teleprompt.reasons import find_reasons, gives_away, names_answer, read_reasons, reasoned_chats
 
 
 def read(i: int, answer: str) -> dict:
@@ -92,8 +93,8 @@ def test_a_reply_that_does_not_parse_is_a_recorded_failure_of_that_read_only(tmp
 
 def test_the_reasons_order_is_a_hash_of_the_ids_so_a_prefix_is_a_fair_sample_and_stays_put():
     reads = [read(i, "Paris") for i in range(40)]
-    order = [r["id"] for r in reason_order(reads)]
-    assert order == [r["id"] for r in reason_order(list(reversed(reads)))]
+    order = [r["id"] for r in hashed_order(reads)]
+    assert order == [r["id"] for r in hashed_order(list(reversed(reads)))]
     assert order != [r["id"] for r in reads] and sorted(order) == sorted(r["id"] for r in reads)
-    grown = [r["id"] for r in reason_order(reads + [read(i, "Paris") for i in range(40, 80)])]
+    grown = [r["id"] for r in hashed_order(reads + [read(i, "Paris") for i in range(40, 80)])]
     assert [i for i in grown if i in set(order)] == order  # a larger set keeps the smaller one's order

@@ -200,10 +200,10 @@ def reasons_cmd(
     import dspy
 
     from treeqa.lm import adapter_for, get_lm
-    from treeqa.teleprompt.reader_set import read_set
-    from treeqa.teleprompt.reasons import find_reasons, reason_order
+    from treeqa.teleprompt.reader_set import hashed_order, read_set
+    from treeqa.teleprompt.reasons import find_reasons
 
-    chosen = reason_order(read_set(reads, None if side == "both" else side, per_question, yes_no_built))[:limit]
+    chosen = hashed_order(read_set(reads, None if side == "both" else side, per_question, yes_no_built))[:limit]
     model = get_lm(lm, cache=not no_cache)
     with dspy.context(lm=model, adapter=adapter_for(model)):
         counts = find_reasons(chosen, reads / "reasons.jsonl")
@@ -307,6 +307,8 @@ def lora_cmd(
     per_question: Annotated[int | None, typer.Option(help="train on at most this many reads a question")] = None,
     yes_no_built: Annotated[bool, typer.Option("--yes-no-built", help="also train on every built read (gold, "
                                                "partial) of a yes/no question, beyond --per-question")] = False,
+    limit: Annotated[int | None, typer.Option(help="train on the first N of those reads in an order by a hash "
+                                                   "of their ids: a fair sample (a recipe comparison's runs)")] = None,
     validation_reads: Annotated[int, typer.Option(help="validation reads measured at each point (the first)")] = 64,
     validate_every: Annotated[int, typer.Option(help="examples between validation points")] = 256,
     top_layers: Annotated[int, typer.Option(help="decoder layers that carry LoRA")] = 8,
@@ -332,9 +334,10 @@ def lora_cmd(
 ) -> None:
     """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point."""
     from treeqa.lm.lora import LoraRecipe, native_bf16
-    from treeqa.teleprompt.reader_set import read_set
+    from treeqa.teleprompt.reader_set import hashed_order, read_set
 
     train = [r for folder in reads for r in read_set(folder, "train", per_question, yes_no_built)]
+    train = hashed_order(train)[:limit] if limit is not None else train
     held_out = interleave([read_set(folder, "validation", 1) for folder in reads])
     train_chats, held_out_chats = _chats(reads, train, held_out, with_reasons, reasoned_only)
     held_out_chats = held_out_chats[:validation_reads]

@@ -372,6 +372,13 @@ def records_by_id(path: Path) -> dict[str, dict]:
     return found
 
 
+def hashed_order(reads: Sequence[dict]) -> list[dict]:
+    """The reads in a fixed order unrelated to the set's (by a hash of each read's id), so that the
+    first N of them are a fair sample of every dataset and kind, and a larger N keeps the first N
+    (`train reasons --limit`, `train lora --limit`)."""
+    return sorted(reads, key=lambda r: hashlib.sha256(r["id"].encode()).hexdigest())
+
+
 def read_set(path: Path, side: str | None = None, per_question: int | None = None,
              yes_no_built: bool = False) -> list[dict]:
     """The reads of a built set (one side, or both), in file order; `per_question` keeps at most

@@ -12,7 +12,6 @@ Each read's outcome is appended to a JSONL file as it is decided, so a killed ru
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -85,13 +84,6 @@ def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None =
             fh.write(json.dumps({"id": read["id"], **outcome}, ensure_ascii=False) + "\n")
             fh.flush()
     return Counter(done[r["id"]]["how"] for r in reads if r["id"] in done)
-
-
-def reason_order(reads: Sequence[dict]) -> list[dict]:
-    """The reads in a fixed order unrelated to the set's (by a hash of each read's id), so that the
-    first N reads of a partial run are a fair sample of every dataset and kind, and a run that grows
-    keeps its first reads."""
-    return sorted(reads, key=lambda r: hashlib.sha256(r["id"].encode()).hexdigest())
 
 
 def read_reasons(path: Path) -> dict[str, dict]:
