@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The LoRA recipe chosen on training questions, never on a claim sample (docs/finetune.md): each
+# recipe trains on the same fair sample of the reader set's train reads (`--limit`, hashed order),
+# and is judged by its validation curve and by validation EM (`train score`: rta's reader with the
+# adapter answering the set's held-out reads). Every step resumes; run it alone.
+#   bash benchmarks/lora_recipes.sh [recipe ...]     (default: every recipe below, then the table)
+#   SET    the reader set (default .cache/reader-sets/v3; `treeqa train reads` rebuilds it)
+#   N      train reads a recipe sees (default 320); VAL validation reads scored (default 96)
+#   WORK   where trainings go (default .cache/lora/recipes); OUT where curves and scores are
+#          copied for committing (default benchmarks/runs/lora-recipes)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+SET=${SET:-.cache/reader-sets/v3}
+N=${N:-320}
+VAL=${VAL:-96}
+WORK=${WORK:-.cache/lora/recipes}
+OUT=${OUT:-benchmarks/runs/lora-recipes}
+T="$BIN/python -m treeqa.cli"
+# name -> `train lora` options beyond the shared ones (top 8 layers, r16, lr 2e-4, 1 epoch are the defaults)
+declare -A RECIPES=(
+  [k8-r16-lr2e-4-e1]=""
+  [k8-r16-lr2e-4-e3]="--epochs 3"
+  [k4-r16-lr2e-4-e1]="--top-layers 4"
+  [k12-r16-lr2e-4-e1]="--top-layers 12"
+  [k8-r32-lr2e-4-e1]="--rank 32 --alpha 64"
+  [k8-r16-lr5e-4-e1]="--learning-rate 5e-4"
+)
+ORDER=(k8-r16-lr2e-4-e1 k8-r16-lr5e-4-e1 k8-r32-lr2e-4-e1 k4-r16-lr2e-4-e1 k12-r16-lr2e-4-e1 k8-r16-lr2e-4-e3)
+
+score() {  # score SOURCE NAME: validation EM of a reader (a compiled file, or rta zero-shot)
+  $T train score "$1" --set "$SET" --per-question 1 --limit "$VAL" --no-cache --out "$WORK/$2/val-scores.jsonl"
+  mkdir -p "$OUT/$2" && cp "$WORK/$2/val-scores.jsonl" "$OUT/$2/"
+}
+
+recipe() {  # recipe NAME: train, put the adapter on rta, score
+  local name=$1 dir=$WORK/$1
+  # shellcheck disable=SC2086  # the recipe's options are words
+  $T train lora --set "$SET" --out "$dir" --per-question 1 --limit "$N" --top-dtype auto \
+    --validate-every $((N / 4)) --validation-reads 64 ${RECIPES[$name]}
+  $T train attach rta "$dir/adapter.gguf" "$dir/compiled.json"
+  score "$dir/compiled.json" "$name"
+  cp "$dir/curve.json" "$dir/training.json" "$OUT/$name/"
+}
+
+table() {  # one row a recipe: best validation loss, EM and F1 on the validation reads, seconds
+  "$BIN/python" - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+print("| recipe | best validation loss (at) | validation EM | F1 | reads | training s |")
+print("|---|---|---|---|---|---|")
+for folder in sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_file()):
+    scores = [json.loads(line) for line in (folder / "val-scores.jsonl").read_text().splitlines() if line.strip()]
+    em = 100 * sum(r["em"] for r in scores) / len(scores)
+    f1 = 100 * sum(r["f1"] for r in scores) / len(scores)
+    training = folder / "training.json"
+    report = json.loads(training.read_text())["report"] if training.is_file() else {}
+    best = report.get("best") or {}
+    loss = f"{best['val_loss']:.4f} ({best['step']})" if best else "– (base model)"
+    print(f"| {folder.name} | {loss} | {em:.1f} | {f1:.1f} | {len(scores)} | {report.get('seconds', '–')} |")
+EOF
+}
+
+mkdir -p "$WORK" "$OUT"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(base "${ORDER[@]}" table)
+for step in "${steps[@]}"; do
+  case $step in
+    base) score rta base ;;
+    table) table ;;
+    *) [ -n "${RECIPES[$step]+x}" ] || { echo "unknown recipe $step (${ORDER[*]})" >&2; exit 2; }
+       recipe "$step" ;;
+  esac
+done
