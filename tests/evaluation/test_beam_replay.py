@@ -138,16 +138,30 @@ def test_only_the_reading_of_a_judged_beam_with_the_beams_pick_may_change(tmp_pa
         with_reading(found, {"depth": 1})
 
 
+def any_question(kind, inputs):
+    """Replies for the fixture's questions: two new sub-questions a state, a summary of the first
+    passage, an answer from the history or from the passages (naming how many)."""
+    if kind == "sub_questions":
+        depth = inputs["history"].count("\n")
+        return {"sub_questions": json.dumps([f"hop {depth} {i}" for i in (1, 2)])}
+    if kind == "evidence":
+        return {"evidence": "facts: " + inputs["passages"][0][:40]}
+    if kind == "answer":
+        return {"answer": f"read {len(inputs['passages'])}" if "passages" in inputs else "from history"}
+    raise AssertionError(f"unexpected call for {kind}")
+
+
 def test_treeqa_replay_reads_a_recorded_beam_run_in_rtas_prompt(fixture_data, tmp_path, monkeypatch):
     searcher = FakeRetriever(naming="counter")  # keeps what it made: the corpus the replay reads
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda dataset, kind, corpus=None: searcher)
-    lm, engine = scripted_lm(script)
+    lm, engine = scripted_lm(any_question)
     use_lm(monkeypatch, lm)
     source = save_compiled(beam(searcher), tmp_path / "beam.json", name="beam", dataset="hotpotqa", retriever="dense")
     cli = CliRunner()
     result = cli.invoke(app, ["evaluate", "--compiled", str(source), "--n", "2", "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     recorded = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    assert all(r["prediction"] == "from history" and len(r["tree"]["states"]) > 2 for r in recorded)
     searcher.passages = [p for made in searcher._made.values() for p in made]
 
     before = len(engine.calls)
@@ -161,4 +175,5 @@ def test_treeqa_replay_reads_a_recorded_beam_run_in_rtas_prompt(fixture_data, tm
     assert all(r["lm_calls"] == 1 and r["prediction"].startswith("read ") for r in replayed)
     for old, new in zip(recorded, replayed, strict=True):
         assert new["tree"]["beams"] == old["tree"]["beams"]
-        assert new["tree"]["replayed"]["search_lm_calls"] == old["lm_calls"] - 1
+        assert new["tree"]["replayed"]["search_lm_calls"] == old["lm_calls"] - 1  # every state's answer but one
+        assert old["lm_calls_by_predictor"]["answer"] > 1

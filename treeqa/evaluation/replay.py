@@ -236,6 +236,8 @@ def recorded_trees(records: list[dict], reader: str, shape: str = "reviews") -> 
         split = "lm_seconds_by_predictor" in record  # records made before it was kept cannot split out the reading
         fuse_calls = (record.get("lm_calls_by_predictor") or {}).get(reader, 0)
         fuse_seconds = (record.get("lm_seconds_by_predictor") or {}).get(reader, 0.0)
+        if shape == "states" and fuse_calls > 1:  # the beam answers every state: one of them is the reading
+            fuse_calls, fuse_seconds = 1, fuse_seconds / fuse_calls
         trees[record["question"]] = {"tree": tree, "run": record.get("run"),
                                      "search_lm_calls": record.get("lm_calls", 0) - fuse_calls,
                                      "search_seconds": round(record.get("seconds", 0.0) - fuse_seconds, 3),
