@@ -120,12 +120,14 @@ HEADLINE_ROWS = (
     ("ToR compiled with an adapter trained on 185 of ToR's own reads, re-reading the same searches²",
      ("tor-path-judge-replay-lora-tor-v1", "tor-path-judge-read-3-reader-replay-lora-tor-v1", None)),
     ("ToR compiled, its searches read in rta's prompt by the base reader⁴",
-     ("tor-path-judge-replay-passages", "tor-path-judge-read-3-reader-replay-passages", None)),
+     ("tor-path-judge-replay-passages", "tor-path-judge-read-3-reader-replay-passages",
+      "tor-path-judge-read-3-reader-replay-passages")),
     ("ToR compiled, its searches read in rta's prompt through the v3 adapter of the full epoch⁴",
      ("tor-path-judge-replay-passages-lora-v3-full", "tor-path-judge-read-3-reader-replay-passages-lora-v3-full",
       None)),
     ("ToR compiled, its searches read in rta's prompt through the v4 adapter⁴",
-     ("tor-path-judge-replay-passages-lora-v4", "tor-path-judge-read-3-reader-replay-passages-lora-v4", None)),
+     ("tor-path-judge-replay-passages-lora-v4", "tor-path-judge-read-3-reader-replay-passages-lora-v4",
+      "tor-path-judge-read-3-reader-replay-passages-lora-v4")),
     ("rta with the reader set v1's adapter (600 of its 1,010 gold reads, trained on CPU)",
      ("rta-lora-v1", "rta-lora-v1", None)),
     ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
@@ -143,7 +145,7 @@ HEADLINE_NOTES = (
     "¹ HotpotQA's reads the searches recorded by the path-judge run that reads the top 3 (`treeqa replay`); "
     "2Wiki's and MuSiQue's searched themselves.",
     "² a row above with the adapter on its reader, reading the searches that row recorded, so the two differ "
-    "in the reader's weights alone: HotpotQA's is row ¹, 2Wiki's the row reading the top 3.",
+    "in the reader's weights alone: HotpotQA's is row ¹, 2Wiki's and MuSiQue's the row reading the top 3.",
     "³ `--retriever gold`: the reader is given the question's gold paragraphs and nothing else, so the "
     "difference from rta is what retrieval costs the reader.",
     "⁴ `fusion=passages`: ToR's reader is rta's, shown the search's first five distinct paragraphs (the "
