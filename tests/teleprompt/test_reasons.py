@@ -9,7 +9,14 @@ import dspy
 from tests.fakes.lm import Raw, scripted_lm
 from treeqa.lm import TrainableJSONAdapter
 from treeqa.teleprompt.reader_set import hashed_order
-from treeqa.teleprompt.reasons import find_reasons, gives_away, names_answer, read_reasons, reasoned_chats
+from treeqa.teleprompt.reasons import (
+    find_reasons,
+    gives_away,
+    names_answer,
+    read_reasons,
+    reasoned_chats,
+    without_giveaways,
+)
 
 
 def read(i: int, answer: str) -> dict:
@@ -24,19 +31,21 @@ def respond(kind, inputs):
         right = q == "Question 0?"
         return {"reasoning": f"P says so for {q}", "answer": "Paris" if right else "Rome"}
     reasons = {"Question 1?": "P1 says the city is Paris.", "Question 2?": "The hint says Paris.",
-               "Question 3?": "P3 names a city."}
+               "Question 3?": "P3 names a city.", "Question 4?": "The correct answer is Paris. P4 says it is Paris."}
     return {"reasoning": reasons[q], "answer": "Paris"}
 
 
 def test_reasons_are_found_rationalised_or_refused(tmp_path):
     lm, engine = scripted_lm(respond)
-    reads = [read(i, "Paris") for i in range(4)]
+    reads = [read(i, "Paris") for i in range(5)]
     with dspy.context(lm=lm):
         counts = find_reasons(reads, tmp_path / "reasons.jsonl", progress=False)
-    assert counts == {"found": 1, "rationalised": 1, "none": 2}
-    assert len(engine.calls) == 1 + 2 * 3  # the hint only where the reader missed
+    assert counts == {"found": 1, "rationalised": 2, "none": 2}
+    assert len(engine.calls) == 1 + 2 * 4  # the hint only where the reader missed
     kept = read_reasons(tmp_path / "reasons.jsonl")
     assert kept["q1:gold"] == {"how": "rationalised", "reasoning": "P1 says the city is Paris.", "said": "Rome"}
+    # the sentence that gives the hint away is dropped; the reasoning after it is kept
+    assert kept["q4:gold"]["reasoning"] == "P4 says it is Paris."
     refused = {r["id"]: r for r in map(json.loads, (tmp_path / "reasons.jsonl").read_text().splitlines())}
     assert refused["q2:gold"]["refused"] == "The hint says Paris." and kept["q2:gold"]["reasoning"] == ""
 
@@ -64,6 +73,7 @@ def test_the_checks_on_a_reasoning():
     assert not names_answer("Will Smith appeared in Pressure.", "Kerr Smith")
     assert gives_away("Given the hint, it is Paris") and gives_away("The correct answer is Paris")
     assert not gives_away("P1 says the capital is Paris.")
+    assert without_giveaways("The correct answer is Paris. P1 says so! Given the hint, yes.") == "P1 says so!"
 
 
 def test_reasoned_chats_use_the_reasoning_readers_prompt_and_the_gold_answer():

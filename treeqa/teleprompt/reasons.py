@@ -45,6 +45,14 @@ def gives_away(reasoning: str) -> bool:
     return bool(_GIVEN_AWAY.search(reasoning))
 
 
+def without_giveaways(reasoning: str) -> str:
+    """The reasoning less its sentences that say the answer was given ("The correct answer is
+    X."): a 1.5B reasoner often opens so and then reasons from the passages; what is left is
+    checked as any rationalisation."""
+    sentences = re.split(r"(?<=[.!?])\s+", reasoning.strip())
+    return " ".join(s for s in sentences if s and not gives_away(s))
+
+
 class ReasonFinder(dspy.Module):
     """One read -> {"how": found | rationalised | none, "reasoning"}: the unhinted reasoner first,
     the hinted one only where it missed."""
@@ -62,11 +70,12 @@ class ReasonFinder(dspy.Module):
             return {"how": "found", "reasoning": reasoning, "said": said, "failures": failures}
         hinted = safe_call(self.rationalise, failures, "rationalise", question=question, passages=passages,
                            correct_answer=answer)
-        reasoning = str(hinted.reasoning or "").strip() if hinted else ""
-        if reasoning and names_answer(reasoning, answer) and not gives_away(reasoning):
+        written = str(hinted.reasoning or "").strip() if hinted else ""
+        reasoning = without_giveaways(written)
+        if reasoning and names_answer(reasoning, answer):
             return {"how": "rationalised", "reasoning": reasoning, "said": said, "failures": failures}
         # the refused rationalisation is kept apart (never trained on): what the checks refuse
-        return {"how": "none", "reasoning": "", "said": said, "refused": reasoning, "failures": failures}
+        return {"how": "none", "reasoning": "", "said": said, "refused": written, "failures": failures}
 
 
 def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None = None,
