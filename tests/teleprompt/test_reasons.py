@@ -108,3 +108,12 @@ def test_the_reasons_order_is_a_hash_of_the_ids_so_a_prefix_is_a_fair_sample_and
     assert order != [r["id"] for r in reads] and sorted(order) == sorted(r["id"] for r in reads)
     grown = [r["id"] for r in hashed_order(reads + [read(i, "Paris") for i in range(40, 80)])]
     assert [i for i in grown if i in set(order)] == order  # a larger set keeps the smaller one's order
+
+
+def test_a_read_missing_a_gold_paragraph_gets_no_hinted_attempt(tmp_path):
+    lm, engine = scripted_lm(respond)
+    reads = [{**read(1, "Paris"), "id": f"q1:{kind}", "kind": kind} for kind in ("gold", "own", "partial", "missed")]
+    with dspy.context(lm=lm):
+        counts = find_reasons(reads, tmp_path / "reasons.jsonl", progress=False)
+    assert counts == {"rationalised": 2, "none": 2}  # the hint would have "reasoned" its way there on all four
+    assert len(engine.calls) == 4 + 2

@@ -6,8 +6,9 @@ reader (`ReasonFromPassages`) answers each training read; where it reaches the g
 reasoning is kept ("found", what DSPy's BootstrapFinetune keeps). Where it does not, one attempt
 is shown the gold answer (`ReasonTowardsAnswer`), and its reasoning is kept only if it names
 the answer and does not give away that it was told ("rationalised"); it is then trained as if
-unhinted. Everything else is "none": that read trains without a reason or not at all.
-Each read's outcome is appended to a JSONL file as it is decided, so a killed run resumes.
+unhinted. Only reads that hold every gold paragraph get that attempt (`HINTED_KINDS`).
+Everything else is "none": that read trains without a reason or not at all. Each read's
+outcome is appended to a JSONL file as it is decided, so a killed run resumes.
 """
 
 from __future__ import annotations
@@ -62,12 +63,14 @@ class ReasonFinder(dspy.Module):
         self.reason = budget.predict(ReasonFromPassages)
         self.rationalise = budget.predict(ReasonTowardsAnswer)
 
-    def forward(self, question: str, passages: list[str], answer: str) -> dict:
+    def forward(self, question: str, passages: list[str], answer: str, hint: bool = True) -> dict:
         failures: list[dict] = []  # a reply that does not parse, a timeout: that attempt yields nothing
         pred = safe_call(self.reason, failures, "reason", question=question, passages=passages)
         reasoning, said = (str(pred.reasoning or "").strip(), clean_answer(pred.answer)) if pred else ("", "")
         if reasoning and exact_match(said, [answer]):
             return {"how": "found", "reasoning": reasoning, "said": said, "failures": failures}
+        if not hint:
+            return {"how": "none", "reasoning": "", "said": said, "failures": failures}
         hinted = safe_call(self.rationalise, failures, "rationalise", question=question, passages=passages,
                            correct_answer=answer)
         written = str(hinted.reasoning or "").strip() if hinted else ""
@@ -76,6 +79,18 @@ class ReasonFinder(dspy.Module):
             return {"how": "rationalised", "reasoning": reasoning, "said": said, "failures": failures}
         # the refused rationalisation is kept apart (never trained on): what the checks refuse
         return {"how": "none", "reasoning": "", "said": said, "refused": written, "failures": failures}
+
+
+# reads that hold every gold paragraph: only there can a reasoning shown the answer lead to it
+# from the passages; on a read that misses one (missed, partial) a 1.5B reasoner shown the answer
+# invents the missing fact ("X was born in 1127, which answers when his father was born")
+HINTED_KINDS = frozenset({"gold", "own"})
+
+
+def hinted(read: dict) -> bool:
+    """Whether a read gets the hinted attempt (STaR's rationalisation): a read of a kind that
+    holds every gold paragraph, or one whose kind is not recorded."""
+    return read.get("kind") is None or read["kind"] in HINTED_KINDS
 
 
 def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None = None,
@@ -88,7 +103,8 @@ def find_reasons(reads: Sequence[dict], out: Path, finder: ReasonFinder | None =
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("a", encoding="utf-8") as fh:
         for read in tqdm(todo, desc="finding reasons", unit="read", disable=not progress):
-            outcome = finder(question=read["question"], passages=list(read["passages"]), answer=read["answer"])
+            outcome = finder(question=read["question"], passages=list(read["passages"]), answer=read["answer"],
+                             hint=hinted(read))
             done[read["id"]] = outcome
             fh.write(json.dumps({"id": read["id"], **outcome}, ensure_ascii=False) + "\n")
             fh.flush()
