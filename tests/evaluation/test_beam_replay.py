@@ -109,6 +109,12 @@ def test_a_recorded_search_is_read_again_with_one_call_and_the_same_reader_gives
         beam(searcher).answer_from_tree(cycle, corpus)
     with pytest.raises(ValueError, match="not in the corpus"):
         beam(searcher).answer_from_tree(tree, {})
+    torn = copy.deepcopy(tree)
+    del torn["states"][1]["evidences"]  # a hostile or torn record: one clear error, not a KeyError
+    with pytest.raises(ValueError, match="state 1 is not a state"):
+        beam(searcher).answer_from_tree(torn, corpus)
+    with pytest.raises(ValueError, match="names no question"):
+        beam(searcher).answer_from_tree({**tree, "question": None}, corpus)
 
 
 def _saved(tmp_path, name, **settings):

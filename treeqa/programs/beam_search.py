@@ -153,10 +153,13 @@ def _recorded_state(values: dict, passages: dict[str, Passage]) -> SearchState:
     missing = [p["id"] for p in values["passages"] if p["id"] not in passages]
     if missing:
         raise ValueError(f"paragraph {missing[0]} of the recorded search is not in the corpus")
-    return SearchState(values["id"], values["depth"], values["parent"], list(values["sub_questions"]),
-                       list(values["evidences"]), [passages[p["id"]] for p in values["passages"]],
-                       values["answer"], values["confidence"], values["status"], values.get("asked"),
-                       list(values.get("failures") or []), values.get("judge_path"))
+    try:
+        return SearchState(values["id"], values["depth"], values["parent"], list(values["sub_questions"]),
+                           list(values["evidences"]), [passages[p["id"]] for p in values["passages"]],
+                           str(values["answer"]), float(values["confidence"]), values["status"],
+                           values.get("asked"), list(values.get("failures") or []), values.get("judge_path"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"the recorded tree's state {values.get('id')} is not a state ({exc!r}): refused") from None
 
 
 class _Search:
@@ -417,6 +420,8 @@ class BeamSearchQA(JudgedProgram):
         states = tree.get("states") if isinstance(tree, dict) else None
         if not isinstance(states, list) or not states or not all(isinstance(s, dict) for s in states):
             raise ValueError("the recorded tree has no list of states")
+        if not isinstance(tree.get("question"), str):
+            raise ValueError("the recorded tree names no question")
         for i, values in enumerate(states):
             parent = values.get("parent")
             if type(values.get("id")) is not int or values["id"] != i:
