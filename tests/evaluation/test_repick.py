@@ -67,3 +67,12 @@ def test_the_command_refuses_a_folder_with_records_and_a_run_of_another_program(
     assert other.exit_code == 1 and "only beam runs have a pick" in other.output
     with pytest.raises(RepickError, match="no spec.json"):
         repick_run(tmp_path / "nowhere", tmp_path / "x", "vote", "treeqa repick")
+
+
+def test_a_replay_is_refused_because_only_its_best_state_was_read_again(tmp_path):
+    run = _beam_run(tmp_path)
+    (run / "spec.json").write_text(json.dumps({"program": "beam", "dataset": "webq",
+                                               "params": {"_replay_of": "beam-run", "reading": "passages"}}))
+    result = run_cli("repick", str(run), str(tmp_path / "vote"))
+    assert result.exit_code == 1 and "a replay" in result.output and "re-pick the recorded run" in result.output
+    assert not (tmp_path / "vote" / "predictions.jsonl").exists()

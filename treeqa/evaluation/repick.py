@@ -71,6 +71,9 @@ def _source_spec(run: Path) -> dict:
     program = PROGRAMS.get(spec.get("program"))
     if not (isinstance(program, type) and issubclass(program, BeamSearchQA)):
         raise RepickError(f"{run}: a {spec.get('program')!r} run; only {BeamSearchQA.name} runs have a pick")
+    if (spec.get("params") or {}).get("_replay_of"):  # only its best state was read again
+        raise RepickError(f"{run}: a replay; its other states hold the recorded run's answers, so a new pick "
+                          "would mix two readings: re-pick the recorded run instead")
     return spec
 
 
