@@ -9,7 +9,9 @@
 #   steps: reasons train-reasons train-control base-reason eval-reasons eval-control compare
 #   SET   the reader set (default .cache/reader-sets/v3; `treeqa train reads` rebuilds it)
 #   N     train reads searched for a reason (default 400; a larger N keeps the first N's reasons)
-#   WORK  where trainings go (default .cache/lora/reasons); RUNS where the claim runs go
+#   WORK  where trainings go (default .cache/lora/reasons); RUNS where the claim runs go;
+#   KEEP  where what is committed is copied: reasons.jsonl (KEEP/reader-v3) and each training's
+#         curve.json and training.json (KEEP/lora-reader-rta-SIDE); default benchmarks/runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -17,6 +19,7 @@ SET=${SET:-.cache/reader-sets/v3}
 N=${N:-400}
 WORK=${WORK:-.cache/lora/reasons}
 RUNS=${RUNS:-benchmarks/runs/hotpotqa-dev-unexamined-skip100-n197}
+KEEP=${KEEP:-benchmarks/runs}
 SAMPLE=(--dataset hotpotqa --skip 100 --n 197 --no-cache)
 READS=(--set "$SET" --per-question 1 --yes-no-built --limit "$N")
 T="$BIN/python -m treeqa.cli"
@@ -29,8 +32,8 @@ train() {  # train NAME FLAG: one side of the comparison, its adapter put on rta
   else
     $T train attach rta "$dir/adapter.gguf" "$dir/compiled.json" --dataset hotpotqa
   fi
-  mkdir -p "benchmarks/runs/lora-reader-rta-$1"
-  cp "$dir/curve.json" "$dir/training.json" "benchmarks/runs/lora-reader-rta-$1/"
+  mkdir -p "$KEEP/lora-reader-rta-$1"
+  cp "$dir/curve.json" "$dir/training.json" "$KEEP/lora-reader-rta-$1/"
 }
 
 steps=("$@")
@@ -38,7 +41,7 @@ steps=("$@")
 for step in "${steps[@]}"; do
   case $step in
     reasons) $T train reasons "${READS[@]}" --no-cache
-             cp "$SET/reasons.jsonl" benchmarks/runs/reader-v3/ ;;
+             mkdir -p "$KEEP/reader-v3" && cp "$SET/reasons.jsonl" "$KEEP/reader-v3/" ;;
     train-reasons) train reasons --with-reasons ;;
     train-control) train reasoned-only --reasoned-only ;;
     base-reason) $T evaluate --program rta --param reason=true "${SAMPLE[@]}" --out "$RUNS/rta-reason" ;;

@@ -22,6 +22,7 @@ if [ "$1 $2" = "train lora" ]; then
   touch "$out/adapter.gguf"
 fi
 if [ "$1 $2" = "train attach" ]; then echo '{{}}' > "$5"; fi
+if [ "$1 $2" = "train reasons" ]; then mkdir -p "$SET" && echo '{{}}' > "$SET/reasons.jsonl"; fi
 """
 
 
@@ -33,7 +34,8 @@ def _drive(tmp_path, *steps):
     fake.chmod(0o755)
     log = tmp_path / "commands.log"
     env = {**os.environ, "BIN": str(bin_dir), "LOG": str(log), "WORK": str(tmp_path / "work"),
-           "RUNS": str(tmp_path / "runs"), "SET": str(tmp_path / "set"), "N": "120",
+           "RUNS": str(tmp_path / "runs"), "KEEP": str(tmp_path / "kept"), "SET": str(tmp_path / "set"),
+           "N": "120",
            "PYTHONPATH": str(PROJECT_ROOT)}
     done = subprocess.run(["bash", str(SCRIPT), *steps], env=env, capture_output=True, text=True, cwd=tmp_path)
     commands = log.read_text().splitlines() if log.is_file() else []
@@ -42,12 +44,13 @@ def _drive(tmp_path, *steps):
 
 def test_both_sides_train_on_the_same_reads_and_only_the_reasons_side_reasons(tmp_path, monkeypatch):
     monkeypatch.chdir(PROJECT_ROOT)
-    done, commands = _drive(tmp_path, "train-reasons", "train-control", "base-reason", "eval-reasons",
+    done, commands = _drive(tmp_path, "reasons", "train-reasons", "train-control", "base-reason", "eval-reasons",
                             "eval-control")
     assert done.returncode == 0, done.stderr
     trainings = [c for c in commands if c.startswith("train lora")]
     assert len(trainings) == 2
     reads = f"--set {tmp_path / 'set'} --per-question 1 --yes-no-built --limit 120"
+    assert commands[0] == f"train reasons {reads} --no-cache"
     assert all(reads in c for c in trainings)
     assert trainings[0].endswith("--with-reasons") and trainings[1].endswith("--reasoned-only")
     attaches = [c for c in commands if c.startswith("train attach")]
@@ -58,6 +61,8 @@ def test_both_sides_train_on_the_same_reads_and_only_the_reasons_side_reasons(tm
     assert "--program rta --param reason=true" in evaluations[0]
     assert f"{tmp_path / 'work' / 'reasons' / 'compiled.json'}" in evaluations[1]
     assert f"{tmp_path / 'work' / 'reasoned-only' / 'compiled.json'}" in evaluations[2]
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [
+        "lora-reader-rta-reasoned-only", "lora-reader-rta-reasons", "reader-v3"]
 
 
 def test_compare_pairs_the_runs_that_exist_and_an_unknown_step_is_refused(tmp_path, monkeypatch):
