@@ -1,6 +1,6 @@
 """Record finished runs as a reproducibility file and refresh the results page.
 
-    python benchmarks/record.py NAME RUN_DIR [RUN_DIR ...] [--pair tor:cor ...] [--note "..."]
+    python benchmarks/record.py NAME RUN_DIR [RUN_DIR ...] [--pair tor:cor ...] [--note "..."] [--add]
 
 Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa optimize`
 (report.json). NAME.yaml gets, per run, the exact command, its settings and its figures
@@ -8,6 +8,8 @@ Each RUN_DIR is a folder written by `treeqa evaluate` (summary.json) or `treeqa 
 `--pair A:B` (runs named by their folder's name, optimize runs with their compiled records)
 the paired comparison on their common questions. docs/results.md and the README's headline table
 are rebuilt from every YAML here (`results_page.py`); README.md in this folder is written by hand and quotes them.
+With `--add`, NAME.yaml keeps what it holds: the runs given replace their namesakes or join the end,
+the note is appended, and a pair may name a run recorded beside the ones given (the same folder).
 """
 
 from __future__ import annotations
@@ -80,17 +82,39 @@ def _pairs(run_dirs: list[Path], pairs: list[str]) -> dict:
     return out
 
 
+def added(doc: dict, runs: list[Path], note: str, pairs: list[str]) -> dict:
+    """`doc` (a YAML already written) with `runs` recorded in it: each replaces the entry of its
+    name or joins the end, `note` follows the note, and each pair is compared, its runs found
+    among `runs` or beside them (one sample's runs share a folder), so a table grows a row at a
+    time without recording every run again."""
+    entries = {entry["run"]: entry for entry in map(_entry, runs)}
+    kept = [entries.pop(entry["run"], entry) for entry in doc.get("runs", [])]
+    doc = {**doc, "note": " ".join(filter(None, [doc.get("note", ""), note])), "runs": kept + list(entries.values())}
+    if pairs:
+        named = {name for pair in pairs for name in pair.split(":")}
+        beside = [run.parent / name for name in named for run in runs[:1] if (run.parent / name).is_dir()]
+        doc["comparisons"] = {**doc.get("comparisons", {}), **_pairs(list(dict.fromkeys(runs + beside)), pairs)}
+    return doc
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name")
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--note", default="")
     parser.add_argument("--pair", action="append", default=[], help="A:B, two programs among the runs to pair")
+    parser.add_argument("--add", action="store_true", help="add the runs to NAME.yaml, keeping what it holds")
     args = parser.parse_args()
-    doc = {"note": args.note, "runs": [_entry(d) for d in args.runs]}
-    if args.pair:
-        doc["comparisons"] = _pairs(args.runs, args.pair)
-    (HERE / f"{args.name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
+    path = HERE / f"{args.name}.yaml"
+    if args.add:
+        if not path.is_file():
+            parser.error(f"--add: {path} does not exist; record its runs without --add first")
+        doc = added(yaml.safe_load(path.read_text()), args.runs, args.note, args.pair)
+    else:
+        doc = {"note": args.note, "runs": [_entry(d) for d in args.runs]}
+        if args.pair:
+            doc["comparisons"] = _pairs(args.runs, args.pair)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110))
     print(f"wrote {HERE / (args.name + '.yaml')}")
     write_pages()  # docs/results.md and the README's table, from the same YAMLs
 

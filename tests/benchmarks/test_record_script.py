@@ -110,3 +110,31 @@ def test_an_optimize_run_without_its_zero_shot_side_records_the_compiled_row_alo
     entry = script._entry(run)
     assert entry["zero_shot"] is None and entry["compiled"] == figures
     assert _script("results_page")._variants(entry) == [("compiled (path-judge+reader)", figures)]
+
+
+def _evaluated(root, folder, ems):
+    run = _run(root, folder, "rta", ems)
+    (run / "summary.json").write_text(json.dumps({"summary": {"n": len(ems), "em": 100 * sum(ems) / len(ems)},
+                                                  "command": f"treeqa evaluate --out {folder}",
+                                                  "spec": {"program": "rta"}, "versions": {}}))
+    return run
+
+
+def test_added_runs_keep_the_recorded_ones_and_pair_with_runs_beside_them(tmp_path):
+    """A sample's YAML grew by hand-merged snippets, one adapter at a time; `--add` records a run
+    into it: earlier entries, note and comparisons stay, and a pair may name a run recorded
+    before (found in the added run's folder) without recording it again."""
+    script = _script()
+    rta = _evaluated(tmp_path, "rta", [0, 1, 0, 0])
+    doc = {"note": "First runs.", "runs": [script._entry(rta)], "comparisons": {"tor vs rta": {"em": {}}}}
+    lora = _evaluated(tmp_path, "rta-lora", [1, 1, 0, 1])
+    grown = script.added(doc, [lora], "Then an adapter.", ["rta-lora:rta"])
+    assert [entry["run"] for entry in grown["runs"]] == ["rta", "rta-lora"]
+    assert grown["note"] == "First runs. Then an adapter."
+    assert grown["comparisons"]["rta-lora vs rta"]["em"]["diff"] == 50.0
+    assert "tor vs rta" in grown["comparisons"]
+    (rta / "summary.json").write_text(json.dumps({"summary": {"n": 4, "em": 50.0}, "command": "rerun",
+                                                  "spec": {"program": "rta"}, "versions": {}}))
+    rerun = script.added(grown, [rta], "", [])
+    assert [entry["run"] for entry in rerun["runs"]] == ["rta", "rta-lora"]
+    assert rerun["runs"][0]["command"] == "rerun" and rerun["note"] == grown["note"]
