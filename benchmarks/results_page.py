@@ -137,6 +137,8 @@ HEADLINE_ROWS = (
     ("the same training run to the end of its epoch (all 973 reads)", ("rta-lora-v3-full", None, None)),
     ("rta with the v4 adapter (v3's reads and every built read of a yes/no question: 1,073)",
      ("rta-lora-v4", "rta-lora-v4", None)),
+    ("rta reasoning before it answers, through an adapter trained on 218 of the model's own reasons (STaR)",
+     ("rta-lora-reasons", None, None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
     ("the same with the v3 adapter of the full epoch³", ("rta-lora-v3-full-gold", None, None)),
