@@ -139,6 +139,8 @@ HEADLINE_ROWS = (
      ("rta-lora-v4", "rta-lora-v4", None)),
     ("rta reasoning before it answers, through an adapter trained on 218 of the model's own reasons (STaR)",
      ("rta-lora-reasons", None, None)),
+    ("its control: rta with an adapter trained on the same 218 reads, bare answers without the reasons",
+     ("rta-lora-reasoned-only", None, None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
     ("the same with the v3 adapter of the full epoch³", ("rta-lora-v3-full-gold", None, None)),
