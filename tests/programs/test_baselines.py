@@ -2,6 +2,7 @@
 forward(question) -> answer, failures (and retrieved when they retrieve)."""
 
 
+import json
 from pathlib import Path
 
 import dspy
@@ -46,6 +47,42 @@ def test_retrieve_then_answer_reads_the_top_k():
     shown = engine.calls[0].inputs["passages"]
     assert len(shown) == 3 and shown[0].startswith("What is the capital of France? title 0: text 0")
     assert engine.kinds() == ["answer"] and pred.answer == "Paris"
+
+
+def test_reasoning_rta_answers_in_one_call_when_its_reasoning_parses():
+    pred, engine = run(RetrieveThenAnswer(FakeRetriever(), k=2, reason=True))
+    assert engine.kinds() == ["reasoning"] and pred.answer == "Paris" and pred.failures == []
+
+
+def test_a_reasoning_that_finds_no_answer_is_recorded_and_the_bare_reader_answers():
+    def respond(kind, inputs):  # the reasoning ran past its token budget: its reply does not parse
+        return ValueError("failed to parse the LM response") if kind == "reasoning" else replies(kind, inputs)
+
+    pred, engine = run(RetrieveThenAnswer(FakeRetriever(), k=2, reason=True), respond)
+    assert engine.kinds() == ["reasoning", "answer"] and pred.answer == "Paris"
+    assert engine.calls[1].inputs["passages"] == engine.calls[0].inputs["passages"]
+    assert [f["where"] for f in pred.failures] == ["answer"] and "parse" in pred.failures[0]["message"]
+
+
+def test_reasoning_rta_with_both_readers_failing_has_no_answer_within_its_call_bound():
+    program = RetrieveThenAnswer(FakeRetriever(), k=2, reason=True)
+    pred, engine = run(program, lambda kind, inputs: TimeoutError("timed out"))
+    assert pred.answer == "" and [f["where"] for f in pred.failures] == ["answer", "bare"]
+    assert len(engine.calls) == RetrieveThenAnswer.call_bound(program.settings) == 2
+    assert RetrieveThenAnswer.call_bound(RetrieveThenAnswer(FakeRetriever()).settings) == 1
+
+
+def test_a_reasoning_rta_saved_before_it_had_the_bare_reader_still_loads(tmp_path):
+    program = RetrieveThenAnswer(FakeRetriever(), k=2, reason=True)
+    program.answer.demos = [dspy.Example(question="q", passages=["T: t"], reasoning="T says so.", answer="DEMO")]
+    program.save(str(tmp_path / "rta.json"))
+    saved = json.loads((tmp_path / "rta.json").read_text())
+    del saved["bare"]
+    (tmp_path / "rta.json").write_text(json.dumps(saved))
+    fresh = RetrieveThenAnswer(FakeRetriever(), k=2, reason=True)
+    fresh.load(str(tmp_path / "rta.json"))
+    assert fresh.answer.demos[0]["answer"] == "DEMO" and fresh.bare.demos == []
+    assert {n for n, _ in RetrieveThenAnswer(FakeRetriever()).named_predictors()} == {"answer"}
 
 
 def test_genread_answers_from_its_own_document():

@@ -96,7 +96,10 @@ class RetrieveThenAnswer(Retrieving):
         k: passages retrieved and shown to the model.
         passage_chars: each passage is cut to this many characters.
         reason: the reader writes a short reasoning before its answer (`ReasonFromPassages`), the
-            form a reader trained on its own reasons (`treeqa train reasons`) answers in.
+            form a reader trained on its own reasons (`treeqa train reasons`) answers in. A
+            reasoning that finds no answer (it ran past its token budget, or its reply did not
+            parse) is recorded as a failed call, and the bare reader (`bare`, one more call)
+            answers in its place.
 
     Example:
         >>> RetrieveThenAnswer(get_retriever("hotpotqa"), k=5)(question="...").retrieved
@@ -113,7 +116,7 @@ class RetrieveThenAnswer(Retrieving):
 
     @classmethod
     def call_bound(cls, settings) -> int:
-        return 1
+        return 2 if settings.get("reason") else 1
 
     def __init__(self, retriever: Retriever | None = None, *, k: int = 5, passage_chars: int = 1000,
                  reason: bool = False):
@@ -123,14 +126,25 @@ class RetrieveThenAnswer(Retrieving):
             raise ValueError(f"RetrieveThenAnswer: reason is true or false, got {reason!r}")
         self.k, self.passage_chars, self.reason = k, passage_chars, reason
         self.answer = budget.predict(ReasonFromPassages if reason else AnswerFromPassages)
+        if reason:
+            self.bare = budget.predict(AnswerFromPassages)
 
     def forward(self, question: str) -> dspy.Prediction:
         question = check_question(question, type(self).__name__)
         failures: list[dict] = []
         passages = self.retriever.search(question, self.k)
-        pred = safe_call(self.answer, failures, "answer", question=question,
-                         passages=format_passages(passages, self.passage_chars))
+        shown = format_passages(passages, self.passage_chars)
+        pred = safe_call(self.answer, failures, "answer", question=question, passages=shown)
+        if pred is None and self.reason:
+            pred = safe_call(self.bare, failures, "bare", question=question, passages=shown)
         return dspy.Prediction(answer=_answer_of(pred), failures=failures, retrieved=list(passages))
+
+    def load_state(self, state, **kwargs):
+        """A reasoning rta's file saved before it had the bare reader holds no state for it: that
+        reader stays as built (zero-shot), the rest loads as saved."""
+        if self.reason and isinstance(state, dict) and "bare" not in state:
+            state = {**state, "bare": self.bare.dump_state()}
+        return super().load_state(state, **kwargs)
 
 
 class GenRead(QAProgram):
