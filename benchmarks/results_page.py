@@ -141,6 +141,8 @@ HEADLINE_ROWS = (
      ("rta-lora-v4", "rta-lora-v4", None)),
     ("rta reasoning before it answers, through an adapter trained on 218 of the model's own reasons (STaR)",
      ("rta-lora-reasons", None, None)),
+    ("the same, a reasoning cut off at its 448 tokens answered by the bare reader (as rta does since b7fe284)",
+     ("rta-lora-reasons-bare", None, None)),
     ("its control: rta with an adapter trained on the same 218 reads, bare answers without the reasons",
      ("rta-lora-reasoned-only", None, None)),
     ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
