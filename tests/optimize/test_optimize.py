@@ -12,11 +12,13 @@ from treeqa.optimize import (
     gepa_split,
     max_calls_per_question,
     optimizer_names,
+    preparers,
     run_optimize,
     splits_for,
 )
 from treeqa.programs import build_program
 from treeqa.programs.compiled import CompiledProgramError, load_program, read_recipe, save_compiled
+from treeqa.teleprompt import compilers
 from treeqa.teleprompt.metrics import em_feedback_metric, em_metric
 
 # fixture questions: dev "Rigi Railway company" -> Lake Zurich, "Weggis" -> yes; train "cog railway" -> 1871
@@ -114,6 +116,20 @@ def test_every_optimizer_runs_on_a_tiny_setting(scripted, tmp_path, optimizer):
                  out)
     recipe, _ = read_recipe(out / "compiled.json")
     assert recipe["compile"]["optimizer"] == optimizer
+    assert json.loads((out / "report.json").read_text())["compiled"]["n"] == 2
+
+
+@pytest.mark.parametrize("optimizer", [o for o in optimizer_names() if o not in preparers()
+                                       and not compilers()[o].weights and o not in ("query", "judge")
+                                       and o != "better-together"])
+def test_every_em_teleprompter_compiles_what_a_preparer_prepared(scripted, tmp_path, optimizer):
+    """`annotated+X`: the preparer marks its program compiled, as DSPy does, and DSPy's
+    bootstrapping teleprompters (bootstrap, random-search, mipro) refused it as a student."""
+    out = tmp_path / optimizer
+    run_optimize(_spec(program="rta", retriever="bm25", optimizer=f"annotated+{optimizer}", train=2, candidates=2,
+                       trials=1, metric_calls=4, max_demos=1), out)
+    recipe, _ = read_recipe(out / "compiled.json")
+    assert recipe["compile"]["optimizer"] == f"annotated+{optimizer}"
     assert json.loads((out / "report.json").read_text())["compiled"]["n"] == 2
 
 

@@ -278,3 +278,82 @@ def test_the_default_recipe_takes_bfloat16_only_where_the_cpu_computes_it(monkey
     monkeypatch.setattr("treeqa.teleprompt.finetune.native_bf16", lambda: False)
     assert Finetune(metric=None).recipe == DEFAULT_RECIPE
     assert Finetune(metric=None, recipe={"rank": 4}).recipe == {"rank": 4}  # a given recipe is taken as it is
+
+
+def test_a_judged_tor_compiled_better_together_is_one_file_with_judge_demos_and_adapter(engines, train, tmp_path,
+                                                                                         monkeypatch):
+    """`optimize --program tor --optimizer path-judge+better-together`'s compile, stage by stage as
+    `compile_program` runs it: the judge fitted from the annotations, demos, the adapter trained
+    on ToR's own passing traces, demos again; one compiled file restores all three."""
+    from tests.fakes import FakeRetriever, review_kind
+    from treeqa.judging.path_judge import PathJudge
+    from treeqa.optimize import OptimizeSpec
+    from treeqa.optimize.run import Checked, compile_program
+
+    hotpot, _ = train
+    gold = {ex.question: ex.answers[0] for ex in hotpot}
+
+    def script(call):  # the query writer names a second hop; the reader is right on the first question,
+        if call.kind == "complete":  # and on the others only when shown a demo: demos pay
+            return {"missing_paragraph": "the second paragraph"}
+        assert call.kind == "fuse", call.kind
+        question = call.inputs.get("question", "")
+        right = question == hotpot[0].question or len(call.messages) > 2
+        return {"answer": gold.get(question, "nobody") if right else "nobody"}
+
+    def engine_for(adapter=None):  # one engine an adapter, answering alike, keeping its adapter as LlamaEngine does
+        engine = JSONEngine(script, classify=review_kind)
+        engine.adapter = Path(adapter) if adapter else None
+        return engine
+
+    monkeypatch.setattr("treeqa.lm.local_engine", lambda **o: engine_for(o.get("adapter")))
+    engine = engine_for()
+    monkeypatch.setattr("treeqa.lm.provider.load_base", lambda *a: (tiny_tokenizer(), tiny_model()))
+    monkeypatch.setattr("treeqa.teleprompt.finetune.DEFAULT_RECIPE",
+                        {"rank": 4, "alpha": 8, "top_layers": 1, "max_tokens": 4096})
+    lm = EmbeddedLM("local/scripted", engine=engine, cache=False, num_retries=0, provider=EmbeddedProvider())
+    spec = OptimizeSpec(program="tor", optimizer="path-judge+better-together", train=len(hotpot), candidates=1,
+                        max_demos=1, params={"fusion": "passages"})
+    checked = Checked(tmp_path, spec.eval_spec(), "hotpotqa", {"train": "train", "dev": "dev"}, hotpot * 2,  # twice
+                      hotpot * 2, None, FakeRetriever(), spec.resolved.build(FakeRetriever()))
+    compiled, info = compile_program(spec, checked, lm, echo=lambda *a: None)
+    assert (tmp_path / "finetune" / "adapter.gguf").is_file()  # the w step trained on ToR's traces
+    assert "forward" not in vars(compiled)  # DSPy's tracing left none pinned to another copy
+    chats = (tmp_path / "finetune" / "train-data.jsonl").read_text().splitlines()
+    assert chats and all(json.loads(c)["messages"][-1]["role"] == "assistant" for c in chats)
+    path = tmp_path / "compiled.json"  # saved by compile_program, as optimize saves it
+    recipe = json.loads(path.read_text())["treeqa"]
+    assert info["judge_fit"]["cases"] == 2 * 32 and recipe["compile"]["optimizer"] == spec.optimizer
+    assert info["finetune_fit"]["adapter"] and info["together_fit"]["chosen"] == "p -> w -> p"  # no held-out share
+    assert recipe["settings"]["path_judge"] and recipe["adapter"]["predictors"]
+    loaded = load_program(path, retriever=FakeRetriever())
+    assert PathJudge.model_validate(loaded.path_judge) == PathJudge.model_validate(compiled.path_judge)
+    assert set(adapter_lms(loaded)) == set(recipe["adapter"]["predictors"])
+    assert {n: len(p.demos) for n, p in loaded.named_predictors()} == \
+        {n: len(p.demos) for n, p in compiled.named_predictors()}
+    assert any(p.demos for _, p in loaded.named_predictors())  # the last p step's demos
+
+
+def test_better_together_refuses_an_endpoint_first_and_fails_when_a_step_fails(engines, tmp_path, monkeypatch):
+    from tests.fakes import scripted_lm
+    from treeqa.optimize import OptimizeSpec
+    from treeqa.teleprompt.base import CompileContext
+    from treeqa.teleprompt.finetune import Finetune, _better_together
+
+    spec = OptimizeSpec(program="rta", optimizer="better-together", train=3, candidates=1, max_demos=1)
+    endpoint, calls = scripted_lm(lambda kind, inputs: {"answer": "x"})
+    teleprompter, kwargs = _better_together(CompileContext(spec, endpoint, out_dir=tmp_path))
+    with dspy.context(lm=endpoint), pytest.raises(ValueError, match="better-together trains a LoRA adapter"):
+        teleprompter.compile(RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2), trainset=trainset(), **kwargs)
+    assert calls.calls == []  # refused before the prompt step asked anything
+
+    def broken(self, student, trainset, teacher=None, **kw):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Finetune, "compile", broken)
+    lm = EmbeddedLM("local/scripted", engine=answering_engine(set(QUESTIONS)), cache=False, num_retries=0,
+                    provider=EmbeddedProvider())
+    teleprompter, kwargs = _better_together(CompileContext(spec, lm, out_dir=tmp_path))
+    with dspy.context(lm=lm, adapter=TrainableJSONAdapter()), pytest.raises(RuntimeError, match="a step failed"):
+        teleprompter.compile(RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2), trainset=trainset() * 4,
+                             valset_ratio=0, **kwargs)

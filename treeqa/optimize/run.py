@@ -42,7 +42,7 @@ from treeqa.programs.compiled import CompiledFile, load_program, save_compiled
 from treeqa.teleprompt import compilers
 from treeqa.teleprompt.annotated_demos import usable
 
-FITS_RECORDED = ("judge_fit", "settings_search", "reader_fit", "query_fit", "finetune_fit")
+FITS_RECORDED = ("judge_fit", "settings_search", "reader_fit", "query_fit", "finetune_fit", "together_fit")
 NOT_DECISIVE = {"threads", "api_base", "cache", "zero_shot_from", "replay_from", "zero_shot"}
 
 
@@ -199,6 +199,9 @@ def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=prin
     compiled = checked.program
     with dspy.context(lm=lm, adapter=adapter_for(lm)), dspy.track_usage() as usage:
         for name in stages(spec.optimizer):
+            # a preparer marks its program compiled, as DSPy's teleprompters do; the next stage's
+            # student is that program, and DSPy's bootstrapping ones refuse a compiled student
+            compiled._compiled = False
             teleprompter, kwargs = make_teleprompter(spec, lm, teacher, name=name, out_dir=checked.out_dir)
             held_out = compilers()[name].holds_out
             if held_out:

@@ -67,17 +67,15 @@ class Finetune(BootstrapFinetune):
         self.recipe = dict(recipe or {**DEFAULT_RECIPE, **fast_dtypes()})
 
     def compile(self, student: dspy.Module, trainset, teacher=None, **kwargs) -> dspy.Module:
-        lm = dspy.settings.lm
-        if not isinstance(lm, EmbeddedLM):
-            raise ValueError("--optimizer finetune trains a LoRA adapter of the embedded model: run it with --lm local")
-        for _, predictor in student.named_predictors():
-            predictor.lm = predictor.lm or lm
+        on_the_embedded_model(student, "finetune")
         extra, skipped = self._gold_reads(student, trainset)
         train = {"recipe": self.recipe, "extra_data": extra, "budget_s": self.budget_s}
         if self.out_dir is not None:
             train["out_dir"] = str(Path(self.out_dir) / "finetune")
         self.train_kwargs = defaultdict(lambda: train)
         compiled = super().compile(student, trainset=list(trainset), teacher=teacher)
+        for program in (student, compiled, *(teacher if isinstance(teacher, list) else [teacher])):
+            unpin_forward(program)
         compiled.finetune_fit = self._fit(len(extra), skipped)
         return compiled
 
@@ -96,16 +94,54 @@ class Finetune(BootstrapFinetune):
         return fit
 
 
+def unpin_forward(program: dspy.Module | None) -> None:
+    """Drop the `forward` that DSPy's `bootstrap_trace_data` leaves on the program it traced: it
+    "restores" the method as an instance attribute bound to that program. A program holding the
+    embedded engine cannot be deep-copied whole, so DSPy copies it attribute by attribute, and
+    that bound method then makes every later copy (the next teleprompter's candidates, a reset
+    copy) run the original program, whatever demos the copy holds."""
+    if program is not None and getattr(vars(program).get("forward"), "__self__", None) is program:
+        del program.forward
+
+
+def on_the_embedded_model(student: dspy.Module, optimizer: str) -> None:
+    """Refuse an LM that cannot be trained here, before any question is asked; give every
+    predictor without an LM the task LM (DSPy's weight optimizers train per predictor's LM)."""
+    lm = dspy.settings.lm
+    if not isinstance(lm, EmbeddedLM):
+        raise ValueError(f"--optimizer {optimizer} trains a LoRA adapter of the embedded model: run it with --lm local")
+    for _, predictor in student.named_predictors():
+        predictor.lm = predictor.lm or lm
+
+
+class Together(BetterTogether):
+    """DSPy's BetterTogether, on the embedded model: the student's predictors answer through the
+    task LM from the start (BetterTogether refuses a predictor without one), an endpoint is
+    refused before the prompt step's hours, not after them, and a failed step fails the compile."""
+
+    def compile(self, student: dspy.Module, **kwargs) -> dspy.Module:
+        on_the_embedded_model(student, "better-together")
+        compiled = super().compile(student, **kwargs)
+        if compiled.flag_compilation_error_occurred:  # DSPy logs the step's error and returns the best so far
+            raise RuntimeError("--optimizer better-together: a step failed (its error and traceback are logged "
+                               "above); the compile stops rather than save a program short of its strategy")
+        # which step's program it returns (the last, or the best on its held-out share of train), and each one's score
+        compiled.together_fit = {
+            "chosen": next(c["strategy"] for c in compiled.candidate_programs if c["program"] is compiled) or "none",
+            "scores": {c["strategy"] or "none": c["score"] for c in compiled.candidate_programs}}
+        return compiled
+
+
 def _finetune(c: CompileContext) -> tuple[Finetune, dict]:
     return Finetune(em_metric, out_dir=c.out_dir, budget_s=get_settings().finetune_budget_s), {}
 
 
-def _better_together(c: CompileContext) -> tuple[BetterTogether, dict]:
+def _better_together(c: CompileContext) -> tuple[Together, dict]:
     prompts = BootstrapFewShotWithRandomSearch(metric=em_metric, max_bootstrapped_demos=c.spec.max_demos,
                                                max_labeled_demos=0, num_candidate_programs=c.tuning["candidates"],
                                                num_threads=c.spec.threads, max_errors=10_000)
     weights = Finetune(em_metric, out_dir=c.out_dir, budget_s=get_settings().finetune_budget_s)
-    return BetterTogether(metric=em_metric, p=prompts, w=weights), {"strategy": "p -> w -> p", "seed": c.spec.seed}
+    return Together(metric=em_metric, p=prompts, w=weights), {"strategy": "p -> w -> p", "seed": c.spec.seed}
 
 
 def training_seconds(n_train: int, gold: bool = True) -> float:
