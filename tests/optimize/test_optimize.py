@@ -206,6 +206,36 @@ def test_evaluate_command_runs_a_compiled_program(scripted, tmp_path):
     assert result.exit_code == 1 and "holds a compiled 'direct' program, not 'tor'" in result.output
 
 
+def test_a_compiled_run_is_keyed_by_the_file_s_content_not_its_folder(scripted, tmp_path):
+    """A checkout in another folder (or a copy of the file) resumes the run; a changed file is
+    another run; a spec written before the hash keeps its key (its path)."""
+    import shutil
+
+    from treeqa.evaluation.runs import EvalSpec
+
+    run_optimize(_spec(), tmp_path / "run")
+    runner = CliRunner()
+    ev = str(tmp_path / "ev")
+    first = runner.invoke(app, ["evaluate", "--compiled", str(tmp_path / "run" / "compiled.json"), "--n", "1",
+                                "--out", ev])
+    assert first.exit_code == 0, first.output
+    moved = tmp_path / "elsewhere" / "compiled.json"
+    moved.parent.mkdir()
+    shutil.copy(tmp_path / "run" / "compiled.json", moved)
+    resumed = runner.invoke(app, ["evaluate", "--compiled", str(moved), "--n", "1", "--out", ev])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((tmp_path / "ev" / "spec.json").read_text())["params"]["_compiled"] == str(moved.resolve())
+    moved.write_text(moved.read_text().replace('"program": "direct"', '"program": "direct" ', 1))
+    changed = runner.invoke(app, ["evaluate", "--compiled", str(moved), "--n", "1", "--out", ev])
+    assert changed.exit_code == 1 and "holds a run of another spec" in changed.output
+
+    def key(**params):
+        return EvalSpec(program="direct", dataset="hotpotqa", n=1, params=params).key()
+
+    assert key(_compiled="/a/c.json") != key(_compiled="/b/c.json")  # earlier runs: keyed by the path, as recorded
+    assert key(_compiled="/a/c.json", _compiled_sha256="f" * 64) == key(_compiled="/b/c.json", _compiled_sha256="f" * 64)
+
+
 def test_evaluate_compiled_applies_param_in_place_of_the_stored_setting(scripted, tmp_path, monkeypatch):
     """`--param` with `--compiled` runs with it (the spec records it), not silently with the stored value."""
     from tests.fakes import tree_retriever

@@ -140,7 +140,7 @@ def asked_questions(sample_name: str | None, ids: str | None, dataset: str | Non
 def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset, params: dict, sample: dict):
     """(spec, loaded program or None) for `evaluate`: a --compiled file gives the program, its
     settings (--param replaces them; the spec says so), what it searches and its dataset unless told."""
-    from treeqa.evaluation.runs import EvalSpec
+    from treeqa.evaluation.runs import EvalSpec, compiled_params
 
     loaded = None
     if compiled:
@@ -150,7 +150,7 @@ def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, prese
         program = found.program
         dataset = dataset or found.dataset  # questions of the set it was compiled for, unless told
         stored, preset = found.build_settings()
-        params = {**stored, **params, "_compiled": str(Path(compiled).resolve())}
+        params = {**stored, **params, **compiled_params(compiled)}
     if program is None:
         fail("name a --program, or give a --compiled file")
     dataset = dataset or DEFAULT_DATASET

@@ -326,7 +326,7 @@ def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: s
     in `records_dir`, reading its recorded searches: (the evaluation's result, questions
     replayed, questions in the sample). The run's folder is only read; the replay's records go
     to `out` and a rerun resumes them. `compiled` is read once (a CompiledFile is taken as read)."""
-    from treeqa.evaluation.runs import EvalSpec, run_evaluation
+    from treeqa.evaluation.runs import EvalSpec, compiled_params, run_evaluation
     from treeqa.programs.compiled import load_program
 
     recorded = recorded_spec(records_dir)
@@ -353,8 +353,7 @@ def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: s
         raise ReplayError(f"{len(ids) - len(passages)} paragraphs of the recorded trees are not in the "
                           f"{recorded.dataset} corpus this program searches: not the run's corpus")
     replayer = ReplayedSearch(program, trees, passages)
-    params = {**settings, "_compiled": str(Path(compiled).resolve()),
-              "_replay_of": recorded.key()}
+    params = {**settings, **compiled_params(compiled), "_replay_of": recorded.key()}
     spec = EvalSpec(program=found.program, dataset=recorded.dataset, split=recorded.split, n=recorded.n,
                     seed=recorded.seed, skip=recorded.skip, ids=recorded.ids, sample=recorded.sample, lm=lm,
                     api_base=api_base, retriever=recorded.retriever, corpus=recorded.corpus, params=params,

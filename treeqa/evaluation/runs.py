@@ -35,6 +35,14 @@ def check_spec_names(dataset: str, split: str | None, retriever: str) -> None:
     RETRIEVERS.lookup(retriever)
 
 
+def compiled_params(path: str | Path) -> dict[str, str]:
+    """The params that name a compiled file in a spec: its path, for a reader (and `replay`, to
+    find the search it ran), and its sha256, which is what keys the run. A checkout in another
+    folder, or a copy of the same file, then resumes the run; a changed file is another run."""
+    path = Path(path).resolve()
+    return {"_compiled": str(path), "_compiled_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
 class EvalSpec(BaseModel):
     """Everything that decides an evaluation's results; its hash names the default folder."""
 
@@ -118,6 +126,8 @@ class EvalSpec(BaseModel):
             del out["skip"]
         if self.ids is not None:  # the ids themselves, by their hash: other ids are another run
             out["ids_sha256"] = self.ids_sha256
+        if "_compiled_sha256" in out["params"]:  # the file by its content, not where it lies (earlier runs: its path)
+            out["params"] = {k: v for k, v in out["params"].items() if k != "_compiled"}
         return out
 
     def key(self) -> str:
