@@ -220,7 +220,7 @@ def test_the_optimize_spec_names_the_programs_with_a_judge_and_plans_no_compile_
 LINKED = PathJudge(relevance=_logit(-5, linked=10), sufficiency=_logit(-5, linked=10))
 
 
-def _beam(**settings):
+def _beam(script=None, **settings):
     """ALPHA and a noise paragraph for the question; BETA behind the sub-question "beta query"."""
     def scripted(p):  # the beam script names a state's evidence after its first passage's text
         return Passage(p.id, p.title, f"text 1 about {p.text}")
@@ -228,7 +228,7 @@ def _beam(**settings):
     fixed = {QUESTION: [scripted(ALPHA), scripted(NOISE[0])], "beta query": [scripted(BETA), scripted(NOISE[1])]}
     retriever = FakeRetriever(fixed=fixed)
     program = build_program("beam", retriever, preset="nq", path_judge=LINKED.model_dump(), **settings)
-    lm, engine = scripted_lm(BeamScript(asks={QUESTION: ["beta query", "other query"]}))
+    lm, engine = scripted_lm(script or BeamScript(asks={QUESTION: ["beta query", "other query"]}))
     with dspy.context(lm=lm):
         pred = program(question=QUESTION)
     return pred, engine
@@ -237,8 +237,8 @@ def _beam(**settings):
 def test_a_judged_beam_ranks_states_by_their_passages_and_stops_at_the_judge_cut():
     pred, engine = _beam(embed_fn=hashing_embed)
     assert "confidence" not in engine.kinds()  # the judge scores every state: no Score call
-    # seeds: answer (no evidence), evidence + answer; one round: 2 asks, 4 × (evidence + answer)
-    assert len(engine.calls) == 3 + 2 + 4 * 2
+    # seeds: the question's evidence; one round: 2 asks, 4 evidences; then the one state that answers is read
+    assert len(engine.calls) == 1 + 2 + 4 + 1 and engine.kinds().count("answer") == 1
     assert pred.tree["stop"] == "threshold" and len(pred.tree["beams"]) == 2
     by = {(s["sub_questions"] or ["root"])[-1]: s for s in pred.tree["states"]}
     assert by["root"]["confidence"] == 0.0 and by["root"]["judge_path"] == []  # no passages behind it
@@ -247,6 +247,25 @@ def test_a_judged_beam_ranks_states_by_their_passages_and_stops_at_the_judge_cut
     assert by["beta query"]["judge_path"] == ["alpha", "beta"] and by["beta query"]["confidence"] > 0.99
     assert by["root2"]["confidence"] < 0.01  # its own two passages only, not the seed's
     assert pred.answer == "ans:beta query" and pred.tree["beams"][1][0] == by["beta query"]["id"]
+    assert [s["answer"] for s in pred.tree["states"] if s is not by["beta query"]] == [None] * 5  # never read
+
+
+def test_a_judged_beam_whose_best_state_fails_to_read_answers_from_the_next():
+    # the best state's reading fails; the next of the last beam answers, and the failure is recorded
+    script = BeamScript(asks={QUESTION: ["beta query", "other query"]}, fail=[("answer", "beta query")])
+    pred, engine = _beam(embed_fn=hashing_embed, script=script)
+    by = {(s["sub_questions"] or ["root"])[-1]: s for s in pred.tree["states"]}
+    assert by["beta query"]["status"] == "failed" and by["beta query"]["answer"] is None
+    best = pred.tree["states"][pred.tree["best"]]
+    assert best["id"] == pred.tree["beams"][1][1]
+    assert pred.answer == best["answer"] == f"ans:{best['sub_questions'][-1]}"
+    assert engine.kinds().count("answer") == 2 and any(f["where"].endswith(".answer") for f in pred.failures)
+
+
+def test_a_judged_beam_that_votes_reads_every_state():
+    pred, engine = _beam(embed_fn=hashing_embed, pick="vote")
+    assert engine.kinds().count("answer") == len(pred.tree["states"])
+    assert all(isinstance(s["answer"], str) for s in pred.tree["states"])
 
 
 def test_without_the_encoder_score_decides_and_the_failure_is_recorded():

@@ -88,7 +88,9 @@ def same_question(a: str, b: str, overlap: float = 0.8) -> bool:
 
 @dataclass
 class SearchState:
-    """One node of the search tree; `status` is "kept", "pruned" or "failed" (never answered)."""
+    """One node of the search tree; `status` is "kept", "pruned" or "failed" (never answered).
+    `answer` is None where a path judge ranked the state and it was never read: under a judge
+    with `pick="beam"` only the state that answers is read."""
 
     id: int
     depth: int
@@ -96,7 +98,7 @@ class SearchState:
     sub_questions: list[str]
     evidences: list[str]
     passages: list[Passage] = field(default_factory=list)  # behind the newest evidence
-    answer: str = ""
+    answer: str | None = ""
     confidence: float = 0.0
     status: str = "kept"
     asked: list[str] | None = None  # sub-questions proposed when this state was expanded
@@ -156,7 +158,8 @@ def _recorded_state(values: dict, passages: dict[str, Passage]) -> SearchState:
     try:
         return SearchState(values["id"], values["depth"], values["parent"], list(values["sub_questions"]),
                            list(values["evidences"]), [passages[p["id"]] for p in values["passages"]],
-                           str(values["answer"]), float(values["confidence"]), values["status"],
+                           None if values["answer"] is None else str(values["answer"]),
+                           float(values["confidence"]), values["status"],
                            values.get("asked"), list(values.get("failures") or []), values.get("judge_path"))
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"the recorded tree's state {values.get('id')} is not a state ({exc!r}): refused") from None
@@ -471,7 +474,7 @@ class BeamSearchQA(JudgedProgram):
         """The answer (line 26, or the vote with `pick="vote"`), the whole tree, every failure
         and, with retrieval, every passage seen."""
         states = search.states
-        best = beam[0] if beam else None  # line 26
+        best = self._read_best(search, beam)  # line 26
         if self.pick == "vote":
             best = voted(states, prefer=best) or best
         failures = [{**f, "state": s.id} for s in states for f in s.failures]
@@ -483,6 +486,15 @@ class BeamSearchQA(JudgedProgram):
         if self.evidence == "retrieval":
             outputs["retrieved"] = search.seen.passages
         return dspy.Prediction(**outputs)
+
+    def _read_best(self, search: _Search, beam: list[SearchState]) -> SearchState | None:
+        """The last beam's most confident state that answers (line 26). A state the judge left
+        unread is read now; one whose reading fails is marked failed and the next one answers,
+        as a state whose answer failed never entered the beam without a judge."""
+        for state in beam:
+            if state.answer is not None or self._read(state, search.question, search.behind(state)):
+                return state
+        return None
 
     # --- the four functions of Section 4 --------------------------------------------------
 
@@ -572,10 +584,12 @@ class BeamSearchQA(JudgedProgram):
     def _answer_and_score(self, state: SearchState, question: str, judge: PathJudge | None = None,
                           passages: list[Passage] | None = None) -> None:
         """Answer (`_read`), then score it (with a judge: judge the passages behind it); a failed
-        score leaves confidence 0."""
-        if not self._read(state, question, passages or []):
+        score leaves confidence 0. A judge ranks by passages, never by answers, so with
+        `pick="beam"` the judged state is left unread (`_read_best` reads the one that answers);
+        where the judge fails, Score decides and reads the answer first."""
+        unread = judge is not None and self.pick == "beam"
+        if not unread and not self._read(state, question, passages or []):
             return
-        history = format_history(state.history)
         if judge is not None:
             try:
                 probability, path = judge.best_path(question, passages or [], self.judge_embed_fn())
@@ -583,7 +597,10 @@ class BeamSearchQA(JudgedProgram):
                 record_failure(state.failures, f"state{state.id}.judge", exc)
             else:
                 state.confidence, state.judge_path = round(probability, 4), [p.id for p in path]
+                state.answer = None if unread else state.answer
+                return
+            if unread and not self._read(state, question, passages or []):
                 return
         pred = safe_call(self.scorer, state.failures, f"state{state.id}.score", question=question,
-                         history=history, answer=state.answer)
+                         history=format_history(state.history), answer=state.answer)
         state.confidence = float(pred.confidence) if pred is not None else 0.0
