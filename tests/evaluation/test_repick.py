@@ -76,3 +76,19 @@ def test_a_replay_is_refused_because_only_its_best_state_was_read_again(tmp_path
     result = run_cli("repick", str(run), str(tmp_path / "vote"))
     assert result.exit_code == 1 and "a replay" in result.output and "re-pick the recorded run" in result.output
     assert not (tmp_path / "vote" / "predictions.jsonl").exists()
+
+
+def test_a_judged_beam_that_read_only_its_answer_keeps_its_pick_and_cannot_vote():
+    """Under a path judge with pick=beam only the state that answers is read (the others' answers are
+    null); where the best one's reading failed, the next of the last beam answered."""
+    record = _record("beam", ["Paris"])
+    tree = record["tree"]
+    first, second = tree["beams"][-1][0], tree["states"][0]["id"]
+    tree["beams"][-1] = [first, second]
+    for state in tree["states"]:
+        state["answer"] = None if state["id"] != second else "Paris"
+    tree["states"][first]["status"] = "failed"  # its reading failed: the next state answered
+    record = {**record, "prediction": "Paris", "em": 1.0, "f1": 1.0, "tree": {**tree, "best": second}}
+    assert repicked(record, "beam")["prediction"] == "Paris" and repicked(record, "beam")["tree"]["best"] == second
+    with pytest.raises(RepickError, match="a vote needs every state's answer"):
+        repicked(record, "vote")

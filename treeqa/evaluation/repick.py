@@ -50,8 +50,15 @@ def repicked(record: dict, pick: str) -> dict:
     states = [SearchState(**{k: v for k, v in s.items() if k in STATE_FIELDS}) for s in tree["states"]]
     by_id = {s.id: s for s in states}
     last_beam = (tree.get("beams") or [[]])[-1]  # ranked, most confident first
-    best = by_id.get(last_beam[0]) if last_beam else None  # the paper's pick (line 26)
+    # the paper's pick (line 26): the most confident state read (a judged beam reads only that one,
+    # and the next of the beam where its reading failed)
+    best = next((by_id[i] for i in last_beam if i in by_id and by_id[i].answer is not None), None)
     if pick == "vote":
+        unread = [s.id for s in states if s.answer is None and s.status != "failed"]
+        if unread:
+            raise RepickError(f"question {record.get('id')}: a judged beam read only the state that answers "
+                              f"(states {unread[:5]} unread), and a vote needs every state's answer: evaluate "
+                              "again with --param pick=vote")
         best = voted(states, prefer=best) or best
     answer = best.answer if best is not None else ""
     new_tree = {**tree, "best": best.id if best is not None else None,
@@ -85,10 +92,10 @@ def repick_run(run: str | Path, out: str | Path, pick: str, command: str) -> Rep
     records = read_records(records_file(run))
     if not records:
         raise RepickError(f"{run}: no records to pick from")
-    out.mkdir(parents=True, exist_ok=True)
     if records_file(out).exists():  # plain or compressed
         raise RepickError(f"{out} already holds records: pick into a new folder")
-    out_records = [repicked(r, pick) for r in records]
+    out_records = [repicked(r, pick) for r in records]  # a refusal leaves no folder behind
+    out.mkdir(parents=True, exist_ok=True)
     with open(out / RECORDS_NAME, "w") as f:
         for record in out_records:
             f.write(json.dumps(record) + "\n")
