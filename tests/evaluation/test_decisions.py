@@ -107,6 +107,14 @@ def test_beam_stops_ties_and_calibration():
     assert figures["right_in_tree"] == pytest.approx(200 / 3, abs=0.01)
     assert figures["right_returned_when_in_tree"] == 50.0
     assert "Brier" in describe(figures) and "returned on 50.0% of those" in describe(figures)
+    # a judged beam that read only its answering state: its stop counts, its unread states do not
+    judged = {"id": "q4", "answers": ["Bern"], "em": 1.0, "tree": {"stop": "threshold", "beams": [[0, 1]], "states": [
+        state(0, 0, "Bern", 0.9), state(1, 0, None, 0.4)]}}
+    with_judged = beam_decisions([*records, judged])
+    assert with_judged["stop_reasons"] == {"threshold": 3, "no_new_states": 1}
+    assert with_judged["trees_read_at_one_state"] == 1 and with_judged["score_calibration"] == cal
+    assert with_judged["right_in_tree"] == figures["right_in_tree"]
+    assert "1 judged trees read at their answering state only" in describe(with_judged)
 
 
 def test_programs_that_do_not_search_have_no_decisions():

@@ -153,12 +153,14 @@ def calibration(confidences: Sequence[float], correct: Sequence[float], bins: in
 
 
 def beam_decisions(records: Sequence[dict]) -> dict:
-    """Where beam searches stopped, ties at the top of beams, and Score's calibration."""
+    """Where beam searches stopped, ties at the top of beams, and Score's calibration. A judged
+    beam's tree with only its answering state read (`pick="beam"`) gives no per-state EM: it counts
+    in the stops and ties, not in the calibration or the right-in-tree shares."""
     stops: Counter = Counter()
     depths: Counter = Counter()
     beams = ties = 0
     confidences, correct = [], []
-    right_somewhere = right_returned = 0
+    right_somewhere = right_returned = answered_one = 0
     for record in records:
         tree = record.get("tree")
         if not tree or "states" not in tree:
@@ -170,6 +172,9 @@ def beam_decisions(records: Sequence[dict]) -> dict:
             if len(beam) >= 2:
                 beams += 1
                 ties += states[beam[0]]["confidence"] == states[beam[1]]["confidence"]
+        if any(s.get("answer") is None and s["status"] != "failed" for s in tree["states"]):
+            answered_one += 1  # a judged beam read only the state that answered: no per-state EM
+            continue
         right = 0.0
         for state in tree["states"]:
             if state["status"] != "failed" and state.get("answer"):
@@ -186,7 +191,8 @@ def beam_decisions(records: Sequence[dict]) -> dict:
         "top_two_tied": _share(ties, beams),
         "beams_with_two_states": beams,
         "score_calibration": calibration(confidences, correct),
-        "right_in_tree": _share(right_somewhere, questions),
+        "trees_read_at_one_state": answered_one,  # left out of the calibration and the two shares below
+        "right_in_tree": _share(right_somewhere, questions - answered_one),
         "right_returned_when_in_tree": _share(right_returned, right_somewhere),
     }
 
@@ -217,7 +223,9 @@ def describe(figures: dict) -> str:
                 f"top two tied in {figures['top_two_tied']}% of beams; Score vs state EM over {cal['states']} "
                 f"states: Brier {cal['brier']}, ECE {cal['ece']}; a right answer in the tree on "
                 f"{percent(figures['right_in_tree'])} of questions, returned on "
-                f"{percent(figures['right_returned_when_in_tree'])} of those")
+                f"{percent(figures['right_returned_when_in_tree'])} of those"
+                + (f" ({figures['trees_read_at_one_state']} judged trees read at their answering state only, "
+                   "left out of both)" if figures.get("trees_read_at_one_state") else ""))
     a = figures["actions"]
     return (f"{figures['reviews']} reviews (accept {a['accept']} / search {a['search']} / reject {a['reject']}); "
             f"accept precision {percent(figures['accept_precision'])}, accepted on full paths "
