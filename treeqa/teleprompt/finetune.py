@@ -126,9 +126,10 @@ class Together(BetterTogether):
             raise RuntimeError("--optimizer better-together: a step failed (its error and traceback are logged "
                                "above); the compile stops rather than save a program short of its strategy")
         # which step's program it returns (the last, or the best on its held-out share of train), and each one's score
-        compiled.together_fit = {
-            "chosen": next(c["strategy"] for c in compiled.candidate_programs if c["program"] is compiled) or "none",
-            "scores": {c["strategy"] or "none": c["score"] for c in compiled.candidate_programs}}
+        candidates = compiled.candidate_programs
+        chosen = next((c["strategy"] for c in candidates if c["program"] is compiled), "")
+        compiled.together_fit = {"chosen": chosen or "none",
+                                 "scores": {c["strategy"] or "none": c["score"] for c in candidates}}
         return compiled
 
 
