@@ -5,7 +5,9 @@
 # adapter answering the set's held-out reads). Every step resumes; run it alone.
 #   bash benchmarks/lora_recipes.sh [recipe ...]     (default: every recipe below, then the table)
 #   SET    the reader set (default .cache/reader-sets/v3; `treeqa train reads` rebuilds it)
-#   N      train reads a recipe sees (default 320); VAL validation reads scored (default 96)
+#   N      train reads a recipe sees (default 320, drawn with v4's --yes-no-built: every built read of a
+#          yes/no question joins the pool); VAL validation reads scored (default 118: one a validation
+#          question of v3)
 #   WORK   where trainings go (default .cache/lora/recipes); OUT where curves and scores are
 #          copied for committing (default benchmarks/runs/lora-recipes)
 set -euo pipefail
@@ -13,7 +15,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 SET=${SET:-.cache/reader-sets/v3}
 N=${N:-320}
-VAL=${VAL:-96}
+VAL=${VAL:-118}
 WORK=${WORK:-.cache/lora/recipes}
 OUT=${OUT:-benchmarks/runs/lora-recipes}
 T="$BIN/python -m treeqa.cli"
@@ -36,29 +38,37 @@ score() {  # score SOURCE NAME: validation EM of a reader (a compiled file, or r
 recipe() {  # recipe NAME: train, put the adapter on rta, score
   local name=$1 dir=$WORK/$1
   # shellcheck disable=SC2086  # the recipe's options are words
-  $T train lora --set "$SET" --out "$dir" --per-question 1 --limit "$N" --top-dtype auto \
+  $T train lora --set "$SET" --out "$dir" --per-question 1 --yes-no-built --limit "$N" --top-dtype auto \
     --validate-every $((N / 4)) --validation-reads 64 ${RECIPES[$name]}
   $T train attach rta "$dir/adapter.gguf" "$dir/compiled.json"
   score "$dir/compiled.json" "$name"
   cp "$dir/curve.json" "$dir/training.json" "$OUT/$name/"
 }
 
-table() {  # one row a recipe: best validation loss, EM and F1 on the validation reads, seconds
+table() {  # one row a recipe: best validation loss; validation EM, F1 and EM paired with the base reader
   "$BIN/python" - "$OUT" <<'EOF'
 import json, sys
 from pathlib import Path
+from treeqa.evaluation.stats import compare_records
 out = Path(sys.argv[1])
-print("| recipe | best validation loss (at) | validation EM | F1 | reads | training s |")
-print("|---|---|---|---|---|---|")
+def scores(folder):
+    return [json.loads(line) for line in (folder / "val-scores.jsonl").read_text().splitlines() if line.strip()]
+base = scores(out / "base") if (out / "base" / "val-scores.jsonl").is_file() else None
+print("| recipe | best validation loss (at) | validation EM | F1 | EM − base [95% CI] (won/lost) | reads | training s |")
+print("|---|---|---|---|---|---|---|")
 for folder in sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_file()):
-    scores = [json.loads(line) for line in (folder / "val-scores.jsonl").read_text().splitlines() if line.strip()]
-    em = 100 * sum(r["em"] for r in scores) / len(scores)
-    f1 = 100 * sum(r["f1"] for r in scores) / len(scores)
+    rows = scores(folder)
+    em = 100 * sum(r["em"] for r in rows) / len(rows)
+    f1 = 100 * sum(r["f1"] for r in rows) / len(rows)
+    paired = "–"
+    if base is not None and folder.name != "base":
+        e = compare_records(rows, base, keys=("em",))["em"]
+        paired = f"{e['diff']:+.1f} [{e['ci'][0]:+.1f}, {e['ci'][1]:+.1f}] ({e['wins']}/{e['losses']})"
     training = folder / "training.json"
     report = json.loads(training.read_text())["report"] if training.is_file() else {}
     best = report.get("best") or {}
     loss = f"{best['val_loss']:.4f} ({best['step']})" if best else "– (base model)"
-    print(f"| {folder.name} | {loss} | {em:.1f} | {f1:.1f} | {len(scores)} | {report.get('seconds', '–')} |")
+    print(f"| {folder.name} | {loss} | {em:.1f} | {f1:.1f} | {paired} | {len(rows)} | {report.get('seconds', '–')} |")
 EOF
 }
 
@@ -68,7 +78,7 @@ steps=("$@")
 for step in "${steps[@]}"; do
   case $step in
     base) score rta base ;;
-    table) table ;;
+    table) table | tee "$OUT/table.md" ;;
     *) [ -n "${RECIPES[$step]+x}" ] || { echo "unknown recipe $step (${ORDER[*]})" >&2; exit 2; }
        recipe "$step" ;;
   esac
