@@ -325,6 +325,7 @@ def test_a_judged_tor_compiled_better_together_is_one_file_with_judge_demos_and_
     recipe = json.loads(path.read_text())["treeqa"]
     assert info["judge_fit"]["cases"] == 2 * 32 and recipe["compile"]["optimizer"] == spec.optimizer
     assert info["finetune_fit"]["adapter"] and info["together_fit"]["chosen"] == "p -> w -> p"  # no held-out share
+    assert info["together_fit"]["held_out"] == 0
     assert recipe["settings"]["path_judge"] and recipe["adapter"]["predictors"]
     loaded = load_program(path, retriever=FakeRetriever())
     assert PathJudge.model_validate(loaded.path_judge) == PathJudge.model_validate(compiled.path_judge)
@@ -357,3 +358,16 @@ def test_better_together_refuses_an_endpoint_first_and_fails_when_a_step_fails(e
     with dspy.context(lm=lm, adapter=TrainableJSONAdapter()), pytest.raises(RuntimeError, match="a step failed"):
         teleprompter.compile(RetrieveThenAnswer(CorpusRetriever(CORPUS), k=2), trainset=trainset() * 4,
                              valset_ratio=0, **kwargs)
+
+
+def test_better_together_chooses_a_step_only_on_enough_held_out_questions(caplog):
+    from treeqa.teleprompt.finetune import MIN_HELD_OUT, _held_out_share
+
+    few = {"trainset": list(range(20))}  # DSPy's 0.1 would choose on 2 questions, a tie to the untouched program
+    with caplog.at_level("WARNING"):
+        assert _held_out_share(few) == 0
+    assert few["valset_ratio"] == 0 and "the program of the last step is kept" in caplog.text
+    enough = {"trainset": list(range(10 * MIN_HELD_OUT))}
+    assert _held_out_share(enough) == MIN_HELD_OUT and "valset_ratio" not in enough  # DSPy's default stays
+    assert _held_out_share({"trainset": list(range(20)), "valset": [1, 2, 3]}) == 3  # a given valset is used
+    assert _held_out_share({"trainset": list(range(20)), "valset_ratio": 0}) == 0

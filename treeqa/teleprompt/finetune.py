@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 # slowest of the recent ones is the price for --plan, not a promise
 SECONDS_PER_EXAMPLE = 18.0
 DEFAULT_RECIPE = {"rank": 16, "alpha": 32.0, "top_layers": 8, "learning_rate": 3e-4, "accumulate": 4}
+# BetterTogether chooses among its steps on a held-out share of train only from this many questions up
+MIN_HELD_OUT = 10
 
 
 def fast_dtypes() -> dict:
@@ -121,6 +123,7 @@ class Together(BetterTogether):
 
     def compile(self, student: dspy.Module, **kwargs) -> dspy.Module:
         on_the_embedded_model(student, "better-together")
+        held_out = _held_out_share(kwargs)
         compiled = super().compile(student, **kwargs)
         if compiled.flag_compilation_error_occurred:  # DSPy logs the step's error and returns the best so far
             raise RuntimeError("--optimizer better-together: a step failed (its error and traceback are logged "
@@ -128,9 +131,23 @@ class Together(BetterTogether):
         # which step's program it returns (the last, or the best on its held-out share of train), and each one's score
         candidates = compiled.candidate_programs
         chosen = next((c["strategy"] for c in candidates if c["program"] is compiled), "")
-        compiled.together_fit = {"chosen": chosen or "none",
+        compiled.together_fit = {"chosen": chosen or "none", "held_out": held_out,
                                  "scores": {c["strategy"] or "none": c["score"] for c in candidates}}
         return compiled
+
+
+def _held_out_share(kwargs: dict) -> int:
+    """How many train questions BetterTogether holds out to choose a step on; under
+    `MIN_HELD_OUT` none (`valset_ratio` 0, the last step kept): on a handful of questions the
+    choice is noise, and a tie hands it to the untouched program, throwing the adapter away."""
+    if kwargs.get("valset"):
+        return len(kwargs["valset"])
+    n = int(kwargs.get("valset_ratio", 0.1) * len(kwargs.get("trainset") or ()))
+    if 0 < n < MIN_HELD_OUT:
+        log.warning("better-together: %d held-out questions are too few to choose a step on (%d or more); "
+                    "the program of the last step is kept", n, MIN_HELD_OUT)
+        kwargs["valset_ratio"], n = 0, 0
+    return n
 
 
 def _finetune(c: CompileContext) -> tuple[Finetune, dict]:
