@@ -130,6 +130,7 @@ HEADLINE_ROWS = (
       "tor-path-judge-read-3-reader-replay-passages-lora-v4")),
     ("ToR compiled, searching itself (live), read in rta's prompt through the v4 adapter",
      ("tor-path-judge-passages-lora-v4", None, None)),
+    ("the beam (ALLIES) compiled: path judge, searching itself (live)", ("beam-path-judge", None, None)),
     ("rta with the reader set v1's adapter (600 of its 1,010 gold reads, trained on CPU)",
      ("rta-lora-v1", "rta-lora-v1", None)),
     ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
