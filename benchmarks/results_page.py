@@ -152,7 +152,7 @@ HEADLINE_ROWS = (
      ("rta-lora-reasons-bare", None, None)),
     ("its control: rta with an adapter trained on the same 218 reads, bare answers without the reasons",
      ("rta-lora-reasoned-only", None, None)),
-    ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", None, None)),
+    ("rta reading only each question's gold paragraphs (the reader alone)³", ("rta-gold", "rta-gold", None)),
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
     ("the same with the v3 adapter of the full epoch³", ("rta-lora-v3-full-gold", None, None)),
     ("the same with the v4 adapter³", ("rta-lora-v4-gold", None, None)),
