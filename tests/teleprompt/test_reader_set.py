@@ -7,10 +7,13 @@ import dspy
 import pytest
 
 from tests.fakes.retrievers import FakeRetriever, passage
+from treeqa.data.corpus import Passage
 from treeqa.data.loaders import DataError
+from treeqa.data.passage import split_sentences
 from treeqa.lm import TrainableJSONAdapter
 from treeqa.programs import build_program
 from treeqa.teleprompt.reader_set import (
+    EVIDENCE_DISTRACTORS,
     Read,
     balance_yes_no,
     build_reads,
@@ -263,3 +266,47 @@ def test_an_evidence_question_gets_no_own_or_missed_read():
     gold = [passage("Ann did it.")]
     reads = reads_of(sentences, "hotpotqa", OTHERS, gold, k=5, chars=1000, seed=0, partial_share=1.0, mix=MIX)
     assert [r.kind for r in reads] == ["gold"]
+
+
+LONG = [passage(f"Para {i}", f"Para {i} was founded in 19{i}0 by someone. It stands near the river bank. "
+                f"St. Ann is a short piece.") for i in range(8)]
+SENTENCES = {f"Para {i} was founded in 19{i}0 by someone." for i in range(8)} | {"It stands near the river bank."}
+
+
+def evidence_reads(distractors: str, seed: int = 0) -> list[Read]:
+    ex = dspy.Example(id="e1", question="Who?", answers=["Ann"], gold_sentences=["Ann did it all.", "Bo saw it."],
+                      gold_ids=[]).with_inputs("question")
+    gold = [Passage(id=f"sent-{i}", title="", text=s) for i, s in enumerate(ex.gold_sentences)]
+    return reads_of(ex, "hotpotqa", LONG, gold, k=5, chars=1000, seed=seed, partial_share=1.0,
+                    evidence_distractors=distractors)
+
+
+def test_an_evidence_questions_distractors_are_untitled_sentences_like_its_gold():
+    """The gold sentences are untitled: beside titled paragraphs they were findable by form alone."""
+    reads = evidence_reads("sentences")
+    assert [r.kind for r in reads] == ["gold", "partial"]
+    for read in reads:
+        assert len(read.passages) == 5
+        distractors = [p for p in read.passages if p not in ("Ann did it all.", "Bo saw it.")]
+        # one sentence of a paragraph, untitled; a piece under MIN_SENTENCE_CHARS ("St.") is never drawn
+        assert set(distractors) <= SENTENCES and len(distractors) == 5 - sum(p in read.passages for p in
+                                                                              ("Ann did it all.", "Bo saw it."))
+    assert evidence_reads("sentences") == reads  # seeded per question
+    assert {r.passages for r in evidence_reads("sentences", seed=1)} != {r.passages for r in reads}
+
+
+def test_paragraph_distractors_keep_the_sets_before_v5_and_leave_other_questions_alone():
+    [gold, _] = evidence_reads("paragraphs")
+    assert sum(p.startswith("Para ") for p in gold.passages) == 3
+    for kind in EVIDENCE_DISTRACTORS:  # a question with gold paragraphs reads the same either way
+        assert reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000, seed=0, partial_share=1.0,
+                        evidence_distractors=kind) == reads_of(example("q1"), "d", OTHERS, GOLD, k=5, chars=1000,
+                                                              seed=0, partial_share=1.0)
+    with pytest.raises(ValueError, match="evidence_distractors"):
+        build_reads([], lambda d: None, lambda d: {}, evidence_distractors="titles")
+
+
+def test_a_paragraph_splits_into_sentences_at_a_stop_before_a_capital():
+    assert split_sentences('Ann (born 1950) is a writer.  She won the "Prize." In 1990 she moved. it is 3.5 m') == [
+        "Ann (born 1950) is a writer.", 'She won the "Prize."', "In 1990 she moved. it is 3.5 m"]
+    assert split_sentences("  ") == []

@@ -136,19 +136,25 @@ def reads_cmd(
                                                 "without titles)")] = True,
     yes_no_by_dataset: Annotated[bool, typer.Option("--yes-no-by-dataset", help="balance yes/no answers within "
                                                     "each dataset, not over the whole set")] = False,
+    evidence_distractors: Annotated[str, typer.Option(help="what an evidence question's gold sentences are shown "
+                                                           "among: untitled sentences of the best distractor "
+                                                           "paragraphs (sentences), or the titled paragraphs "
+                                                           "themselves, as sets before v5 (paragraphs)")] = "sentences",
 ) -> None:
     """Build the reader's training set from every question we may train on (never a claim sample):
     RAFT-style reads in rta's exact prompt, yes/no balanced, its sha256 in the manifest."""
-    from treeqa.teleprompt.reader_set import TAKES, build_reader_set, parse_mix
+    from treeqa.teleprompt.reader_set import EVIDENCE_DISTRACTORS, TAKES, build_reader_set, parse_mix
 
     try:
         weights = parse_mix(mix) if mix is not None else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--mix") from None
+    if evidence_distractors not in EVIDENCE_DISTRACTORS:
+        raise typer.BadParameter(" or ".join(EVIDENCE_DISTRACTORS), param_hint="--evidence-distractors")
     takes = [t for t in TAKES if evidence or t.split != "evidence"]
     manifest = build_reader_set(out, takes=takes, k=k, seed=seed, partial_share=partial_share,
                                 validation_share=validation_share, limit=limit, mix=weights,
-                                yes_no_by_dataset=yes_no_by_dataset)
+                                yes_no_by_dataset=yes_no_by_dataset, evidence_distractors=evidence_distractors)
     typer.echo(json.dumps(manifest["counts"], indent=2, sort_keys=True))
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
 

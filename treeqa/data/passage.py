@@ -7,6 +7,7 @@ text), so recall counts paragraphs, not titles: MuSiQue has many paragraphs per 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 
@@ -39,3 +40,13 @@ def passage_id(title: str, text: str) -> str:
 def clean_whitespace(text: str) -> str:
     """Paragraph text as the corpus stores it: runs of whitespace collapsed."""
     return " ".join(text.split())
+
+
+_SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """A paragraph's sentences, split after a full stop, question or exclamation mark that a
+    capital or a digit follows. Rough on abbreviations ("J. Smith" splits): the reader set only
+    needs sentence-sized pieces of a paragraph, not a linguist's sentences."""
+    return [s.strip() for s in _SENTENCE_BREAK.split(clean_whitespace(text)) if s.strip()]

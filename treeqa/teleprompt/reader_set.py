@@ -12,6 +12,9 @@ gives each several reads at the reader's passage budget:
   RAFT's reads without the oracle, which is what the reader meets most often at test time.
 A question whose gold is sentences (the evidence questions) gets neither own nor missed reads:
 its paragraphs are not in the corpus, so its retrieval always "misses" and would only teach guessing.
+Its distractors are sentences too, one from each of the retrieval's best paragraphs, untitled like
+the gold: shown beside titled paragraphs, the gold was the only untitled text in 469 of v4's 1,073
+reads, an answer found by its form (benchmarks/runs/reader-v5/NOTES.md).
 With a `mix` (weights by kind), each question's reads are also put in a seeded weighted order
 (`pick`), so that training on one read a question draws the kinds in those shares: the reader set
 v1 trained on its gold reads only and its adapter read gold better (+9.6 EM) and rta's own
@@ -38,7 +41,7 @@ import dspy
 from treeqa.data.answers import normalize_answer
 from treeqa.data.corpus import Passage
 from treeqa.data.loaders import DataError, data_dir, load_examples
-from treeqa.data.passage import clean_whitespace
+from treeqa.data.passage import clean_whitespace, split_sentences
 from treeqa.lm import TrainableJSONAdapter
 from treeqa.programs.baselines import RetrieveThenAnswer
 from treeqa.retrievers import get_retriever
@@ -172,6 +175,19 @@ def _as_texts(passages: Sequence[Passage], chars: int) -> tuple[str, ...]:
 
 
 KINDS = ("own", "missed", "gold", "partial")
+EVIDENCE_DISTRACTORS = ("sentences", "paragraphs")
+MIN_SENTENCE_CHARS = 25  # shorter pieces are mostly a split abbreviation ("J.", "St.")
+
+
+def sentence_distractors(paragraphs: Sequence[Passage], rng: random.Random) -> list[Passage]:
+    """One untitled sentence of each paragraph, drawn by `rng`: distractors in the gold sentences'
+    form. A paragraph with no sentence of MIN_SENTENCE_CHARS gives its whole text."""
+    out = []
+    for p in paragraphs:
+        pieces = [s for s in split_sentences(p.text) if len(s) >= MIN_SENTENCE_CHARS] or [p.text]
+        i = rng.randrange(len(pieces))
+        out.append(Passage(id=f"{p.id}:s{i}", title="", text=pieces[i]))
+    return out
 
 
 def parse_mix(text: str) -> dict[str, float]:
@@ -205,8 +221,11 @@ def picked(reads: Sequence[Read], mix: dict[str, float], rng: random.Random) -> 
 
 
 def reads_of(example: dspy.Example, dataset: str, retrieved: Sequence[Passage], gold: Sequence[Passage], *,
-             k: int, chars: int, seed: int, partial_share: float, mix: dict[str, float] | None = None) -> list[Read]:
-    """A question's reads (see the module doc); none when it has no gold or no answer."""
+             k: int, chars: int, seed: int, partial_share: float, mix: dict[str, float] | None = None,
+             evidence_distractors: str = "sentences") -> list[Read]:
+    """A question's reads (see the module doc); none when it has no gold or no answer.
+    `evidence_distractors="paragraphs"` shows a gold of sentences among titled paragraphs, as
+    sets before v5 did."""
     if not gold or not example.get("answers"):
         return []
     rng = random.Random(f"{seed}:{example.id}")
@@ -215,6 +234,8 @@ def reads_of(example: dspy.Example, dataset: str, retrieved: Sequence[Passage], 
     gold_ids = {p.id for p in gold}
     gold_texts = [p.text for p in gold]
     distractors = [p for p in retrieved if p.id not in gold_ids and not any(t in p.text for t in gold_texts)]
+    if example.get("gold_sentences") and evidence_distractors == "sentences":
+        distractors = sentence_distractors(distractors[:k], random.Random(f"{seed}:{example.id}:sentences"))
 
     def read(kind: str, passages: list[Passage]) -> Read:
         return Read(example.id, dataset, kind, example.question, _as_texts(passages, chars), answer)
@@ -304,11 +325,15 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
                 search_for: Callable[[str], Callable[[str, int], list[Passage]]],
                 corpus_for: Callable[[str], dict[str, Passage]], *, k: int = 5, chars: int = 1000,
                 seed: int = 0, partial_share: float = 0.4, validation_share: float = 0.1,
-                depth: int = 20, mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False) -> ReaderSet:
+                depth: int = 20, mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False,
+                evidence_distractors: str = "sentences") -> ReaderSet:
     """Reads for every example of `groups` ((dataset, examples) pairs). `search_for(dataset)`
     returns the program's search (query, n) -> passages, `corpus_for(dataset)` the pooled corpus
     by id; the retrieval's `depth` best passages supply the distractors. `yes_no_by_dataset`:
-    see `balanced`."""
+    see `balanced`; `evidence_distractors`: see `reads_of`."""
+    if evidence_distractors not in EVIDENCE_DISTRACTORS:
+        raise ValueError(f"evidence_distractors must be one of {', '.join(EVIDENCE_DISTRACTORS)}, "
+                         f"got {evidence_distractors!r}")
     train, validation = [], []
     counts: Counter = Counter()
     for dataset, examples in groups:
@@ -316,7 +341,8 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
         for example in examples:
             gold = _gold_of(example, by_id)
             made = reads_of(example, dataset, search(example.question, depth), gold, k=k, chars=chars,
-                            seed=seed, partial_share=partial_share, mix=mix)
+                            seed=seed, partial_share=partial_share, mix=mix,
+                            evidence_distractors=evidence_distractors)
             counts["questions"] += 1
             counts["questions_with_gold" if made else "questions_without_gold"] += 1
             side = validation if is_validation(example.id, validation_share) else train
@@ -417,7 +443,7 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
 def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
                      partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
                      retriever_kind: str = "dense", mix: dict[str, float] | None = None,
-                     yes_no_by_dataset: bool = False) -> dict:
+                     yes_no_by_dataset: bool = False, evidence_distractors: str = "sentences") -> dict:
     """Build the set from the data (the one command behind `treeqa train reads`)."""
     ids, texts = claim_keys()
     groups = []
@@ -434,7 +460,7 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
 
     built = build_reads(groups, lambda d: retriever(d).search, lambda d: {p.id: p for p in retriever(d).passages},
                         k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share,
-                        mix=mix, yes_no_by_dataset=yes_no_by_dataset)
+                        mix=mix, yes_no_by_dataset=yes_no_by_dataset, evidence_distractors=evidence_distractors)
     program = RetrieveThenAnswer(retriever(takes[0].dataset), k=k, passage_chars=chars)
     reader_name, reader = reader_of(program)
     settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
@@ -445,4 +471,6 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
         settings["mix"] = mix
     if yes_no_by_dataset:  # likewise
         settings["yes_no_by_dataset"] = True
+    if evidence_distractors != "paragraphs":  # likewise: every set before v5 showed paragraphs
+        settings["evidence_distractors"] = evidence_distractors
     return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
