@@ -4,16 +4,17 @@
 # and is judged by its validation curve and by validation EM (`train score`: rta's reader with the
 # adapter answering the set's held-out reads). Every step resumes; run it alone.
 #   bash benchmarks/lora_recipes.sh [recipe ...]     (default: every recipe below, then the table)
-#   SET    the reader set (default .cache/reader-sets/v3; `treeqa train reads` rebuilds it)
+#   SET    the reader set (default .cache/reader-sets/v5, whose evidence reads cannot be answered by their form
+#          alone: v3's 52 evidence reads of 118 would reward that in validation EM; `treeqa train reads` rebuilds it)
 #   N      train reads a recipe sees (default 320, drawn with v4's --yes-no-built: every built read of a
 #          yes/no question joins the pool); VAL validation reads scored (default 118: one a validation
-#          question of v3)
+#          question of v3 and v5)
 #   WORK   where trainings go (default .cache/lora/recipes); OUT where curves and scores are
 #          copied for committing (default benchmarks/runs/lora-recipes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
-SET=${SET:-.cache/reader-sets/v3}
+SET=${SET:-.cache/reader-sets/v5}
 N=${N:-320}
 VAL=${VAL:-118}
 WORK=${WORK:-.cache/lora/recipes}
