@@ -145,7 +145,7 @@ HEADLINE_ROWS = (
     ("rta with the v4 adapter (v3's reads and every built read of a yes/no question: 1,073)",
      ("rta-lora-v4", "rta-lora-v4", None)),
     ("rta with the v5 adapter (v4's reads, an evidence question's distractors untitled sentences like its gold)",
-     ("rta-lora-v5", None, None)),
+     ("rta-lora-v5", "rta-lora-v5", None)),
     ("rta reasoning before it answers, the base model (a reasoning cut off at 448 tokens answered by the bare reader)",
      ("rta-reason", None, None)),
     ("rta reasoning before it answers, through an adapter trained on 218 of the model's own reasons (STaR)",
