@@ -211,8 +211,29 @@ def with_userinfo(url: str | None) -> str | None:
         return _URL_CREDENTIALS.get(url, url) if url else url
 
 
+def portable_path(path: str | Path, root: Path | None = None) -> str:
+    """An absolute path inside the working folder (`root`) as relative to it, so what a run records
+    holds in another checkout; any other path as given."""
+    root = (root or Path.cwd()).resolve()
+    given = Path(path)
+    if not given.is_absolute():
+        return str(path)
+    try:
+        return given.resolve().relative_to(root).as_posix() or "."
+    except ValueError:
+        return str(path)
+
+
+def _portable_word(word: str) -> str:
+    option, eq, value = word.partition("=")
+    if eq and option.startswith("--") and value.startswith("/"):
+        return f"{option}={portable_path(value)}"
+    return portable_path(word) if word.startswith("/") else word
+
+
 def recorded_command(argv: list[str] | None = None) -> str:
-    """The command line as a run records it: `--api-key`'s value left out, then `redact`ed."""
+    """The command line as a run records it: `--api-key`'s value left out, paths inside the working
+    folder relative to it (`portable_path`), then `redact`ed."""
     argv = list(sys.argv if argv is None else argv)
     words, hide_next = [Path(argv[0]).name if argv else "treeqa"], False
     for word in argv[1:]:
@@ -223,5 +244,5 @@ def recorded_command(argv: list[str] | None = None) -> str:
             words.append(f"--api-key={REDACTED}" if match.group(1) else word)
             hide_next = match.group(1) is None
         else:
-            words.append(word)
+            words.append(_portable_word(word))
     return redact(shlex.join(words))

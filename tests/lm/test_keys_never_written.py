@@ -119,3 +119,11 @@ def test_redact_covers_keys_bearer_basic_and_userinfo():
     assert without_userinfo("https://bob:p%40ss@host:8/v1") == "https://host:8/v1"
     assert recorded_command(["/bin/treeqa", "ask", "q", "--api-key", "s3cr3t-value", "--lm", "x"]) == (
         "treeqa ask q --api-key '[redacted]' --lm x")
+
+
+def test_a_recorded_command_names_paths_inside_the_working_folder_relative_to_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inside, outside = tmp_path / "runs" / "x", "/elsewhere/compiled.json"
+    assert recorded_command(["/bin/treeqa", "evaluate", "--out", str(inside), "--compiled", outside,
+                             f"--out={inside}", f"--source={outside}", "q/a"]) == (
+        f"treeqa evaluate --out runs/x --compiled {outside} --out=runs/x --source={outside} q/a")

@@ -206,6 +206,16 @@ def test_evaluate_command_runs_a_compiled_program(scripted, tmp_path):
     assert result.exit_code == 1 and "holds a compiled 'direct' program, not 'tor'" in result.output
 
 
+def test_a_compiled_file_inside_the_working_folder_is_recorded_relative_to_it(scripted, tmp_path, monkeypatch):
+    """So a run's records name a file another checkout has at the same place."""
+    run_optimize(_spec(), tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["evaluate", "--compiled", str(tmp_path / "run" / "compiled.json"), "--n", "1",
+                                      "--out", str(tmp_path / "ev")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "ev" / "spec.json").read_text())["params"]["_compiled"] == "run/compiled.json"
+
+
 def test_a_compiled_run_is_keyed_by_the_file_s_content_not_its_folder(scripted, tmp_path):
     """A checkout in another folder (or a copy of the file) resumes the run; a changed file is
     another run; a spec written before the hash keeps its key (its path)."""

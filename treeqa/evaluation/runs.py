@@ -18,7 +18,7 @@ from treeqa.data import DEFAULT_DATASET
 from treeqa.evaluation.tables import markdown_table
 from treeqa.programs import ProgramSpec, resolve_program
 from treeqa.retrievers import DEFAULT_KIND
-from treeqa.settings import default_runs_dir, recorded_command, without_userinfo
+from treeqa.settings import default_runs_dir, portable_path, recorded_command, without_userinfo
 
 RUNS_DIR = default_runs_dir()
 
@@ -38,9 +38,10 @@ def check_spec_names(dataset: str, split: str | None, retriever: str) -> None:
 def compiled_params(path: str | Path) -> dict[str, str]:
     """The params that name a compiled file in a spec: its path, for a reader (and `replay`, to
     find the search it ran), and its sha256, which is what keys the run. A checkout in another
-    folder, or a copy of the same file, then resumes the run; a changed file is another run."""
+    folder, or a copy of the same file, then resumes the run; a changed file is another run. The
+    path is relative to the working folder where the file lies inside it (`portable_path`)."""
     path = Path(path).resolve()
-    return {"_compiled": str(path), "_compiled_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return {"_compiled": portable_path(path), "_compiled_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
 class EvalSpec(BaseModel):
