@@ -193,7 +193,7 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
     """
     from treeqa.lm import base_model_sha256
     from treeqa.lm.adapter import write_adapter
-    from treeqa.lm.lora import LoraTrainer, chat_tokens
+    from treeqa.lm.lora import LoraTrainer, chat_tokens, release_freed_memory
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -205,6 +205,7 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
 
         if unload_local_engines():  # the engine's ~1.9 GB go to the trainer; its next call reloads it
             log.info("embedded engine unloaded for the training")
+        release_freed_memory()  # and what a bootstrapping before it (`optimize`) left in the heap
     tokenizer, model = base if base is not None else load_base(training_device(device))
     base_id = getattr(model, "base_id", None) or base_model_sha256()
     examples = [chat_tokens(tokenizer, chat["messages"]) for chat in chats]
