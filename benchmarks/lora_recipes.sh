@@ -55,7 +55,7 @@ out = Path(sys.argv[1])
 def scores(folder):
     return [json.loads(line) for line in (folder / "val-scores.jsonl").read_text().splitlines() if line.strip()]
 base = scores(out / "base") if (out / "base" / "val-scores.jsonl").is_file() else None
-print("| recipe | best validation loss (at) | validation EM | F1 | EM − base [95% CI] (won/lost) | reads | training s |")
+print("| recipe | best validation loss (at; the base model's) | validation EM | F1 | EM − base [95% CI] (won/lost) | reads | training s |")
 print("|---|---|---|---|---|---|---|")
 for folder in sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_file()):
     rows = scores(folder)
@@ -68,7 +68,8 @@ for folder in sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_fil
     training = folder / "training.json"
     report = json.loads(training.read_text())["report"] if training.is_file() else {}
     best = report.get("best") or {}
-    loss = f"{best['val_loss']:.4f} ({best['step']})" if best else "– (base model)"
+    start = next((point["val_loss"] for point in report.get("curve", []) if point["step"] == 0), None)
+    loss = f"{best['val_loss']:.4f} ({best['step']}; from {start:.4f})" if best else "– (base model)"
     print(f"| {folder.name} | {loss} | {em:.1f} | {f1:.1f} | {paired} | {len(rows)} | {report.get('seconds', '–')} |")
 EOF
 }
