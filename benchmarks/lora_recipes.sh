@@ -28,8 +28,11 @@ declare -A RECIPES=(
   [k12-r16-lr2e-4-e1]="--top-layers 12"
   [k8-r32-lr2e-4-e1]="--rank 32 --alpha 64"
   [k8-r16-lr5e-4-e1]="--learning-rate 5e-4"
+  [k8-r16-lr1e-3-e1]="--learning-rate 1e-3"
 )
-ORDER=(k8-r16-lr2e-4-e1 k8-r16-lr5e-4-e1 k8-r32-lr2e-4-e1 k4-r16-lr2e-4-e1 k12-r16-lr2e-4-e1 k8-r16-lr2e-4-e3)
+# lr 1e-3 joined when lr 5e-4 led 2e-4 (benchmarks/runs/lora-recipes/NOTES.md)
+ORDER=(k8-r16-lr2e-4-e1 k8-r16-lr5e-4-e1 k8-r32-lr2e-4-e1 k8-r16-lr1e-3-e1 k4-r16-lr2e-4-e1 k12-r16-lr2e-4-e1
+       k8-r16-lr2e-4-e3)
 
 score() {  # score SOURCE NAME: validation EM of a reader (a compiled file, or rta zero-shot)
   $T train score "$1" --set "$SET" --per-question 1 --limit "$VAL" --no-cache --out "$WORK/$2/val-scores.jsonl"
