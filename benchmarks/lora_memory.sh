@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Resident memory of a LoRA training over time (benchmarks/lora_memory.md): `train lora` on the
 # first N reads of a reader set (hashed order), its VmRSS sampled every 5 s, then one row: the
-# peak (VmHWM), the resident memory at the end, the mean of the last quarter of the samples, and
-# the training's own seconds. Run it twice first-hand for a warm layer cache, and alone.
+# peak (VmHWM), the mean of the last quarter of the samples (the last one, at exit, left out), and
+# the training's seconds. Run it once first to fill the layer cache, then the runs compared, alone.
 #   NAME=as-is bash benchmarks/lora_memory.sh        (more env: SET, N, WORK; any MALLOC_* passes through)
 set -euo pipefail
 cd "$(dirname "$0")/.."
