@@ -49,7 +49,7 @@ recipe() {  # recipe NAME: train, put the adapter on rta, score
   cp "$dir/curve.json" "$dir/training.json" "$OUT/$name/"
 }
 
-table() {  # one row a recipe: best validation loss; validation EM, F1 and EM paired with the base reader
+table() {  # one row a recipe: best validation loss; validation EM, F1 and EM paired with the base reader; then EM by dataset and kind
   "$BIN/python" - "$OUT" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -74,6 +74,19 @@ for folder in sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_fil
     start = next((point["val_loss"] for point in report.get("curve", []) if point["step"] == 0), None)
     loss = f"{best['val_loss']:.4f} ({best['step']}; from {start:.4f})" if best else "– (base model)"
     print(f"| {folder.name} | {loss} | {em:.1f} | {f1:.1f} | {paired} | {len(rows)} | {report.get('seconds', '–')} |")
+# where a gain comes from: validation EM by the reads' dataset and kind (the claim samples read rta's own passages)
+folders = sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_file())
+groups = sorted({(field, r[field]) for f in folders[:1] for r in scores(f) for field in ("dataset", "kind")})
+print("\n| recipe | " + " | ".join(f"{value} ({sum(r[field] == value for r in scores(folders[0]))})"
+                                      for field, value in groups) + " |")
+print("|---|" + "---|" * len(groups))
+for folder in folders:
+    rows = scores(folder)
+    cells = []
+    for field, value in groups:
+        group = [r["em"] for r in rows if r[field] == value]
+        cells.append(f"{100 * sum(group) / len(group):.0f}" if group else "–")
+    print(f"| {folder.name} | " + " | ".join(cells) + " |")
 EOF
 }
 
