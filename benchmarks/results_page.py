@@ -146,6 +146,8 @@ HEADLINE_ROWS = (
      ("rta-lora-v4", "rta-lora-v4", None)),
     ("rta with the v5 adapter (v4's reads, an evidence question's distractors untitled sentences like its gold)",
      ("rta-lora-v5", "rta-lora-v5", None)),
+    ("rta with the v6 adapter (v5's reads at the learning rate 5e-4 the recipe comparison chose)",
+     ("rta-lora-v6", "rta-lora-v6", None)),
     ("rta reasoning before it answers, the base model (a reasoning cut off at 448 tokens answered by the bare reader)",
      ("rta-reason", None, None)),
     ("rta reasoning before it answers, through an adapter trained on 218 of the model's own reasons (STaR)",
