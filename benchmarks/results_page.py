@@ -162,6 +162,7 @@ HEADLINE_ROWS = (
     ("the same with the reader set v1's adapter³", ("rta-lora-v1-gold", None, None)),
     ("the same with the v3 adapter of the full epoch³", ("rta-lora-v3-full-gold", None, None)),
     ("the same with the v4 adapter³", ("rta-lora-v4-gold", "rta-lora-v4-gold", None)),
+    ("the same with the v6 adapter³", ("rta-lora-v6-gold", None, None)),
 )
 HEADLINE_NOTES = (
     "¹ HotpotQA's reads the searches recorded by the path-judge run that reads the top 3 (`treeqa replay`); "
