@@ -76,11 +76,13 @@ for folder in sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_fil
     print(f"| {folder.name} | {loss} | {em:.1f} | {f1:.1f} | {paired} | {len(rows)} | {report.get('seconds', '–')} |")
 # where a gain comes from: validation EM by the reads' dataset and kind (the claim samples read rta's own passages)
 folders = sorted(p for p in out.iterdir() if (p / "val-scores.jsonl").is_file())
-groups = sorted({(field, r[field]) for f in folders[:1] for r in scores(f) for field in ("dataset", "kind")})
-print("\n| recipe | " + " | ".join(f"{value} ({sum(r[field] == value for r in scores(folders[0]))})"
-                                      for field, value in groups) + " |")
-print("|---|" + "---|" * len(groups))
-for folder in folders:
+first = scores(folders[0]) if folders else []
+groups = sorted({(field, r[field]) for r in first for field in ("dataset", "kind")})
+if groups:
+    print("\n| recipe | " + " | ".join(f"{value} ({sum(r[field] == value for r in first)})"
+                                          for field, value in groups) + " |")
+    print("|---|" + "---|" * len(groups))
+for folder in folders if groups else []:
     rows = scores(folder)
     cells = []
     for field, value in groups:
