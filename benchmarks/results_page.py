@@ -131,7 +131,7 @@ HEADLINE_ROWS = (
     ("ToR compiled, its searches read in rta's prompt through the v6 adapter⁴",
      ("tor-path-judge-replay-passages-lora-v6", None, None)),
     ("ToR compiled, searching itself (live), read in rta's prompt through the v4 adapter",
-     ("tor-path-judge-passages-lora-v4", None, None)),
+     ("tor-path-judge-passages-lora-v4", "tor-path-judge-read-3-reader-passages-lora-v4", None)),
     ("the beam (ALLIES) compiled: path judge, searching itself (live)", ("beam-path-judge", None, None)),
     ("the beam compiled, its searches read in rta's prompt by the base reader⁵",
      ("beam-path-judge-replay-passages", None, None)),
