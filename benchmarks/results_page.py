@@ -138,6 +138,8 @@ HEADLINE_ROWS = (
      ("beam-path-judge-replay-passages", None, None)),
     ("the beam compiled, its searches read in rta's prompt through the v4 adapter⁵",
      ("beam-path-judge-replay-passages-lora-v4", None, None)),
+    ("the beam compiled, searching itself (live), read in rta's prompt through the v4 adapter",
+     ("beam-path-judge-passages-lora-v4", None, None)),
     ("rta with the reader set v1's adapter (600 of its 1,010 gold reads, trained on CPU)",
      ("rta-lora-v1", "rta-lora-v1", None)),
     ("rta with the reader set v2's adapter (368 of its 528 reads drawn from rta's own retrieval, gold and "
