@@ -34,7 +34,7 @@ def build_chats(takes: list[str], k: int) -> tuple[list[dict], list[dict]]:
     from treeqa.lm import TrainableJSONAdapter
     from treeqa.programs import build_program
     from treeqa.retrievers import get_retriever
-    from treeqa.teleprompt.gold_reads import gold_reads
+    from treeqa.train.gold_reads import gold_reads
 
     chats, sources = [], []
     for take in takes:
@@ -77,7 +77,7 @@ def main() -> None:
         (args.out / "sources.json").write_text(json.dumps(sources, indent=2))
         data.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
     if args.balance_yes_no:
-        from treeqa.teleprompt.gold_reads import balance_yes_no
+        from treeqa.train.gold_reads import balance_yes_no
 
         chats, dropped = balance_yes_no(chats)
         print(f"--balance-yes-no: {dropped} reads of the more frequent yes/no answer left out, {len(chats)} kept",

@@ -96,7 +96,7 @@ def test_yes_no_built_trains_on_every_built_read_of_a_yes_no_question(tmp_path, 
         run_cli("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--per-question", "1",
                 *extra)
     assert seen == [["y:own", "p:own"], ["y:own", "y:gold", "y:partial", "p:own"]]
-    from treeqa.teleprompt.reader_set import hashed_order
+    from treeqa.train.reads import hashed_order
 
     run_cli("train", "lora", "--set", str(tmp_path / "s"), "--out", str(tmp_path / "o"), "--per-question", "1",
             "--yes-no-built", "--limit", "2")  # the first 2 of those 4 in the hashed order
@@ -158,7 +158,7 @@ def test_with_reasons_and_no_validation_reason_is_refused_rather_than_trained_wi
 
 
 def test_reasons_take_the_yes_no_built_reads_and_a_limit_in_the_hashed_order(tmp_path, monkeypatch):
-    from treeqa.teleprompt.reader_set import hashed_order, read_set
+    from treeqa.train.reads import hashed_order, read_set
 
     (tmp_path / "s").mkdir()
     reads = [{"id": f"{q}:{kind}", "question_id": q, "side": "train", "kind": kind, "pick": pick, "answer": answer,

@@ -86,7 +86,7 @@ def test_a_read_with_the_readers_own_inputs_is_answered_with_them(tmp_path, monk
 
 
 def test_the_summary_splits_yes_no_reads_and_says_what_the_reader_answered():
-    from treeqa.teleprompt.read_scores import summarise
+    from treeqa.train.scores import summarise
 
     def rec(gold, prediction):
         return {"kind": "own", "dataset": "hotpotqa", "gold": gold, "prediction": prediction,

@@ -24,8 +24,8 @@ from treeqa.programs.compiled import (  # noqa: E402
     save_compiled,
 )
 from treeqa.signatures.answer import AnswerFromPassages  # noqa: E402
-from treeqa.teleprompt.gold_reads import gold_reads, with_gold  # noqa: E402
 from treeqa.teleprompt.metrics import em_metric  # noqa: E402
+from treeqa.train.gold_reads import gold_reads, with_gold  # noqa: E402
 
 
 class CorpusRetriever:
@@ -247,7 +247,7 @@ def test_better_together_runs_prompts_weights_prompts(engines, tmp_path, monkeyp
 
 
 def test_balancing_yes_no_leaves_out_the_surplus_of_the_more_frequent_answer_seeded():
-    from treeqa.teleprompt.gold_reads import balance_yes_no
+    from treeqa.train.gold_reads import balance_yes_no
 
     def chat(answer, n):
         return {"messages": [{"role": "user", "content": f"q{n}"},

@@ -1,86 +1,24 @@
 """treeqa train: the commands about a program's trained weights (a LoRA adapter on the embedded
 reader). `train reads` builds the reader's training set, `train reasons` finds reasons for it,
 `train lora` trains an adapter on it, and `train attach` puts an adapter already trained on any
-compiled program's predictors."""
+compiled program's predictors. The work is `treeqa.train`'s; these commands parse options over it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from treeqa.cli.common import app, fail, parse_params
-from treeqa.evaluation.replay import NoSearch, with_reading
-from treeqa.programs.compiled import (
-    CompiledFile,
-    CompiledProgramError,
-    attach_adapter,
-    load_program,
-    read_recipe,
-    save_compiled,
-)
+from treeqa.lm.lora import LoraRecipe
+from treeqa.programs.compiled import CompiledProgramError, read_recipe
+from treeqa.train.attach import attach_to_compiled, source_program
 
 train_app = typer.Typer(help="A program's trained weights (LoRA adapters on the embedded model).",
                         no_args_is_help=True)
 app.add_typer(train_app, name="train")
-
-
-def _source_program(source: str, dataset: str | None,
-                    params: dict | None = None) -> tuple[Any, dict[str, Any], Path | None]:
-    """(program, recipe, compiled file or None) of `source`: a compiled file, or a program's name
-    (its zero-shot settings with `params` in place, searching `dataset`'s corpus with the default
-    retriever)."""
-    from treeqa.data import DEFAULT_DATASET
-    from treeqa.programs import PROGRAMS, build_program
-    from treeqa.retrievers import DEFAULT_KIND
-
-    path = Path(source)
-    if path.is_file() or source not in PROGRAMS:
-        if not path.is_file():
-            raise CompiledProgramError(f"{source}: neither a compiled file nor a program ({', '.join(PROGRAMS)})")
-        found = CompiledFile.read(path)
-        recipe, _ = read_recipe(path)
-        return load_program(with_reading(found, params or {}), retriever=NoSearch()), recipe, path
-    dataset = dataset or DEFAULT_DATASET
-    recipe = {"program": source, "dataset": dataset, "retriever": DEFAULT_KIND, "params": dict(params or {}),
-              "compile": {"optimizer": "none (zero-shot)"}}
-    try:
-        return build_program(source, NoSearch(), **(params or {})), recipe, None
-    except (TypeError, ValueError) as exc:
-        raise CompiledProgramError(f"{source}: {exc}") from None
-
-
-def attach_to_compiled(source: str | Path, adapter: Path, out: Path, predictors: list[str],
-                       dataset: str | None = None, params: dict | None = None) -> tuple[Path, list[str]]:
-    """Write `out`: the program of `source` (a compiled file, or a program's name for its zero-shot
-    settings) with `adapter` on `predictors` (default: the program's own reader), the adapter
-    copied beside `out` and recorded with its size and sha256 as `optimize` records one, and
-    the adapter's training record (`training.json` beside it) where there is one. Returns (out,
-    the predictors)."""
-    program, recipe, compiled = _source_program(str(source), dataset, params)
-    predictors = predictors or [type(program).reader]
-    if None in predictors:
-        raise CompiledProgramError(f"{source}: a {recipe['program']!r} program has no reader; name the "
-                                   "predictors with --predictor")
-    attach_adapter(program, adapter, predictors)
-    extra = {key: recipe[key] for key in ("compile", "corpus") if key in recipe}
-    extra["adapter_added"] = {"from": str(compiled) if compiled else f"{recipe['program']} (zero-shot)",
-                              "adapter": adapter.name, "predictors": predictors}
-    if params and compiled:
-        extra["adapter_added"]["reading"] = dict(params)
-    training = adapter.parent / "training.json"
-    if training.is_file():
-        record = json.loads(training.read_text())
-        report = record.get("report") or {}
-        extra["adapter_added"]["training"] = {
-            "recipe": record.get("recipe"), "examples": report.get("examples"), "steps_done": report.get("steps_done"),
-            "steps_total": report.get("steps_total"), "best": report.get("best"), "curve": report.get("curve")}
-    path = save_compiled(program, out, name=recipe["program"], dataset=recipe["dataset"],
-                         retriever=recipe.get("retriever", "dense"), preset=recipe.get("preset"),
-                         params=recipe.get("params") or {}, extra=extra)
-    return path, predictors
 
 
 @train_app.command("attach")
@@ -136,6 +74,9 @@ def reads_cmd(
                                                 "without titles)")] = True,
     yes_no_by_dataset: Annotated[bool, typer.Option("--yes-no-by-dataset", help="balance yes/no answers within "
                                                     "each dataset, not over the whole set")] = False,
+    yes_no_by_template: Annotated[bool, typer.Option("--yes-no-by-template", help="balance yes/no answers within "
+                                                     "each dataset and question template (implies "
+                                                     "--yes-no-by-dataset)")] = False,
     evidence_distractors: Annotated[str, typer.Option(help="what an evidence question's gold sentences are shown "
                                                            "among: untitled sentences of the best distractor "
                                                            "paragraphs (sentences), or the titled paragraphs "
@@ -143,7 +84,7 @@ def reads_cmd(
 ) -> None:
     """Build the reader's training set from every question we may train on (never a claim sample):
     RAFT-style reads in rta's exact prompt, yes/no balanced, its sha256 in the manifest."""
-    from treeqa.teleprompt.reader_set import EVIDENCE_DISTRACTORS, TAKES, build_reader_set, parse_mix
+    from treeqa.train.reads import EVIDENCE_DISTRACTORS, TAKES, build_reader_set, parse_mix
 
     try:
         weights = parse_mix(mix) if mix is not None else None
@@ -154,14 +95,10 @@ def reads_cmd(
     takes = [t for t in TAKES if evidence or t.split != "evidence"]
     manifest = build_reader_set(out, takes=takes, k=k, seed=seed, partial_share=partial_share,
                                 validation_share=validation_share, limit=limit, mix=weights,
-                                yes_no_by_dataset=yes_no_by_dataset, evidence_distractors=evidence_distractors)
+                                yes_no_by_dataset=yes_no_by_dataset, yes_no_by_template=yes_no_by_template,
+                                evidence_distractors=evidence_distractors)
     typer.echo(json.dumps(manifest["counts"], indent=2, sort_keys=True))
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
-
-
-def interleave(groups: list[list[dict]]) -> list[dict]:
-    """One read of each set in turn, so the first validation reads span every set given."""
-    return [g[i] for i in range(max(map(len, groups), default=0)) for g in groups if i < len(g)]
 
 
 @train_app.command("tor-reads")
@@ -179,7 +116,7 @@ def tor_reads_cmd(
     """Build ToR's fusion reader's training set from its own recorded searches (no LM call): each
     search as the reader reads it, and with the gold paragraphs it missed added."""
     from treeqa.evaluation.replay import ReplayError
-    from treeqa.teleprompt.tor_reads import write_tor_reads
+    from treeqa.train.tor_reads import write_tor_reads
 
     try:
         manifest = write_tor_reads(run, compiled, out, seed=seed, partial_share=partial_share,
@@ -206,8 +143,8 @@ def reasons_cmd(
     import dspy
 
     from treeqa.lm import adapter_for, get_lm
-    from treeqa.teleprompt.reader_set import hashed_order, read_set
-    from treeqa.teleprompt.reasons import find_reasons
+    from treeqa.train.reads import hashed_order, read_set
+    from treeqa.train.reasons import find_reasons
 
     chosen = hashed_order(read_set(reads, None if side == "both" else side, per_question, yes_no_built))[:limit]
     model = get_lm(lm, cache=not no_cache)
@@ -237,9 +174,9 @@ def score_cmd(
 
     from treeqa.lm import adapter_for, get_lm
     from treeqa.programs.compiled.adapters import run_adapters_with
-    from treeqa.teleprompt.read_scores import score_reads, summarise
-    from treeqa.teleprompt.reader_set import KINDS, read_set
     from treeqa.teleprompt.recorded import reader_of
+    from treeqa.train.reads import KINDS, read_set
+    from treeqa.train.scores import score_reads, summarise
 
     if side not in ("validation", "train", "both"):
         raise typer.BadParameter("validation, train or both", param_hint="--side")
@@ -250,7 +187,7 @@ def score_cmd(
     if not chosen:
         fail(f"{reads}: no {side} read of the kinds asked for")
     try:
-        program, _, _ = _source_program(source, None)
+        program, _, _ = source_program(source, None)
         _, reader = reader_of(program)
     except (CompiledProgramError, ValueError) as exc:
         fail(exc)
@@ -275,35 +212,6 @@ def _train_resumably(chats: list[dict], out: Path, recipe, **options):
         raise typer.Exit(130) from None
 
 
-def _chats(sets: list[Path], train: list[dict], held_out: list[dict], with_reasons: bool,
-           reasoned_only: bool) -> tuple[list[dict], list[dict]]:
-    """The train and validation chats: the reads' own (rta's prompt), or with `with_reasons` those
-    that gained a reason in the reasoning reader's prompt; `reasoned_only` keeps the reads'
-    own chats of the train reads that gained one (the control)."""
-    if not (with_reasons or reasoned_only):
-        return [r["chat"] for r in train], [r["chat"] for r in held_out]
-    if with_reasons and reasoned_only:
-        raise typer.BadParameter("--with-reasons and --reasoned-only are the two sides of one comparison: "
-                                 "train one of them at a time")
-    from treeqa.lm import TrainableJSONAdapter
-    from treeqa.teleprompt.reasons import read_reasons, reasoned_chats
-
-    flag = "--with-reasons" if with_reasons else "--reasoned-only"
-    found = {k: v for folder in sets for k, v in read_reasons(folder / "reasons.jsonl").items()}
-    train_chats, without = reasoned_chats(train, found, TrainableJSONAdapter())
-    typer.echo(f"{len(train_chats)} train reads with a reason ({without} without, left out)", err=True)
-    if not train_chats:
-        raise typer.BadParameter("no read has a kept reason yet: run `treeqa train reasons` first", param_hint=flag)
-    if reasoned_only:
-        kept = {r["id"] for r in train if found.get(r["id"], {}).get("how", "none") != "none"}
-        return [r["chat"] for r in train if r["id"] in kept], [r["chat"] for r in held_out]
-    held_out_chats, _ = reasoned_chats(held_out, found, TrainableJSONAdapter())
-    if not held_out_chats:
-        raise typer.BadParameter("no validation read has a kept reason: run `treeqa train reasons --side "
-                                 "validation` for a curve", param_hint=flag)
-    return train_chats, held_out_chats
-
-
 @train_app.command("lora")
 def lora_cmd(
     reads: Annotated[list[Path], typer.Option("--set", help="a folder `treeqa train reads` or `train tor-reads` "
@@ -317,14 +225,15 @@ def lora_cmd(
                                                    "of their ids: a fair sample (a recipe comparison's runs)")] = None,
     validation_reads: Annotated[int, typer.Option(help="validation reads measured at each point (the first)")] = 64,
     validate_every: Annotated[int, typer.Option(help="examples between validation points")] = 256,
-    top_layers: Annotated[int, typer.Option(help="decoder layers that carry LoRA")] = 8,
-    rank: Annotated[int, typer.Option()] = 16,
-    alpha: Annotated[float, typer.Option()] = 32.0,
-    learning_rate: Annotated[float, typer.Option()] = 2e-4,
-    epochs: Annotated[int, typer.Option()] = 1,
-    accumulate: Annotated[int, typer.Option(help="examples per optimizer step")] = 4,
+    top_layers: Annotated[int, typer.Option(help="decoder layers that carry LoRA")] = LoraRecipe.top_layers,
+    rank: Annotated[int, typer.Option()] = LoraRecipe.rank,
+    alpha: Annotated[float, typer.Option()] = LoraRecipe.alpha,
+    learning_rate: Annotated[float, typer.Option()] = LoraRecipe.learning_rate,
+    epochs: Annotated[int, typer.Option()] = LoraRecipe.epochs,
+    accumulate: Annotated[int, typer.Option(help="examples per optimizer step")] = LoraRecipe.accumulate,
     max_tokens: Annotated[int, typer.Option(help="a read longer than this (prompt and answer) is skipped and "
-                                                 "counted, never cut; ToR's reads run to ~3,000")] = 2048,
+                                                 "counted, never cut; ToR's reads run to ~3,000")]
+    = LoraRecipe.max_tokens,
     lower_dtype: Annotated[str, typer.Option(help="dtype of the frozen lower layers' single pass: float32, "
                                                   "bfloat16, or auto (bfloat16 where the CPU has BF16)")] = "auto",
     top_dtype: Annotated[str, typer.Option(help="what the trained layers compute in: float32, bfloat16 "
@@ -338,14 +247,17 @@ def lora_cmd(
     reasoned_only: Annotated[bool, typer.Option("--reasoned-only", help="train rta's reader (bare answers) on "
                                                 "the same reads as --with-reasons: what the reasons add")] = False,
 ) -> None:
-    """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point."""
-    from treeqa.lm.lora import LoraRecipe, native_bf16
-    from treeqa.teleprompt.reader_set import hashed_order, read_set
+    """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point.
+    The recipe's defaults are the one recipe's (`LoraRecipe`), which the recipe comparison chose."""
+    from treeqa.lm.lora import native_bf16
+    from treeqa.train.chats import train_and_validation_reads, training_chats
 
-    train = [r for folder in reads for r in read_set(folder, "train", per_question, yes_no_built)]
-    train = hashed_order(train)[:limit] if limit is not None else train
-    held_out = interleave([read_set(folder, "validation", 1) for folder in reads])
-    train_chats, held_out_chats = _chats(reads, train, held_out, with_reasons, reasoned_only)
+    train, held_out = train_and_validation_reads(reads, per_question, yes_no_built, limit)
+    try:
+        train_chats, held_out_chats = training_chats(reads, train, held_out, with_reasons, reasoned_only,
+                                                     say=lambda line: typer.echo(line, err=True))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--with-reasons" if with_reasons else "--reasoned-only") from None
     held_out_chats = held_out_chats[:validation_reads]
     fast = "bfloat16" if native_bf16() else "float32"
     lower_dtype, top_dtype = (fast if d == "auto" else d for d in (lower_dtype, top_dtype))
@@ -359,3 +271,23 @@ def lora_cmd(
     adapter, report = _train_resumably(train_chats, out, recipe, budget_s=budget_s, validation=held_out_chats,
                                        validate_every=validate_every, device=device)
     typer.echo(json.dumps({"adapter": str(adapter), "report": report.to_dict()}, indent=2))
+
+
+@train_app.command("reader")
+def reader_cmd(
+    out: Annotated[Path, typer.Option(help="the training's folder: reads/, lora/ and reader.json; a rerun resumes")],
+    budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
+    device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda where torch sees one)")] = "auto",
+) -> None:
+    """The whole road in one command, with the choices validation made (`treeqa.train.reader`):
+    the reads of every question we may train on, the LoRA reader trained on them, reader.json.
+    This is what the trained-reader compiler runs, and how the released reader was trained."""
+    from treeqa.train.reader import train_reader
+
+    try:
+        record = train_reader(out, budget_s=budget_s, device=device, say=lambda line: typer.echo(line, err=True))
+    except KeyboardInterrupt:
+        typer.echo(f"stopped: the same command resumes from the checkpoint in {out / 'lora'}", err=True)
+        raise typer.Exit(130) from None
+    typer.echo(json.dumps({k: record[k] for k in ("reads", "adapter", "base_sha256")} |
+                          {"best": record["training"].get("best")}, indent=2))

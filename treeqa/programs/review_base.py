@@ -239,7 +239,7 @@ class ReviewProgram(JudgedProgram):
 
     def fuse_inputs(self, question: str, pool: Sequence[Evidence]) -> dict[str, Any]:
         """The fusion reader's inputs for `pool`, as its one call gets them (and a training read
-        built from a recorded search: `treeqa.teleprompt.tor_reads`)."""
+        built from a recorded search: `treeqa.train.tor_reads`)."""
         context = fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars) if pool else []
         return {"question": question, FUSION_INPUT[self.fusion]: context}
 

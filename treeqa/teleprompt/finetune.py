@@ -23,12 +23,12 @@ from pathlib import Path
 import dspy
 from dspy.teleprompt import BetterTogether, BootstrapFewShotWithRandomSearch, BootstrapFinetune
 
-from treeqa.lm.lora import native_bf16
+from treeqa.lm.lora import LoraRecipe, native_bf16
 from treeqa.lm.provider import EmbeddedLM
 from treeqa.settings import get_settings
 from treeqa.teleprompt.base import CompileContext, Compiler, register
-from treeqa.teleprompt.gold_reads import gold_reads
 from treeqa.teleprompt.metrics import em_metric
+from treeqa.train.gold_reads import gold_reads
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,9 @@ log = logging.getLogger(__name__)
 # AVX-512 and AMX machines (28.8 s on the first, an AVX2 EPYC; benchmarks/lora_train.md); the
 # slowest of the recent ones is the price for --plan, not a promise
 SECONDS_PER_EXAMPLE = 18.0
-DEFAULT_RECIPE = {"rank": 16, "alpha": 32.0, "top_layers": 8, "learning_rate": 3e-4, "accumulate": 4}
+# the one recipe's defaults (`LoraRecipe`: what the recipe comparison chose)
+DEFAULT_RECIPE = {key: getattr(LoraRecipe(), key) for key in ("rank", "alpha", "top_layers", "learning_rate",
+                                                              "accumulate")}
 # BetterTogether chooses among its steps on a held-out share of train only from this many questions up
 MIN_HELD_OUT = 10
 

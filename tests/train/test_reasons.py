@@ -8,8 +8,8 @@ import dspy
 
 from tests.fakes.lm import Raw, scripted_lm
 from treeqa.lm import TrainableJSONAdapter
-from treeqa.teleprompt.reader_set import hashed_order
-from treeqa.teleprompt.reasons import (
+from treeqa.train.reads import hashed_order
+from treeqa.train.reasons import (
     find_reasons,
     gives_away,
     names_answer,

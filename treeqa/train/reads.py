@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -176,6 +177,7 @@ def _as_texts(passages: Sequence[Passage], chars: int) -> tuple[str, ...]:
 
 KINDS = ("own", "missed", "gold", "partial")
 EVIDENCE_DISTRACTORS = ("sentences", "paragraphs")
+MIN_TEMPLATE_QUESTIONS = 10  # a yes/no template balanced on its own (`balanced`, by_template)
 MIN_SENTENCE_CHARS = 25  # shorter pieces are mostly a split abbreviation ("J.", "St.")
 
 
@@ -278,23 +280,46 @@ def balance_yes_no(reads: Sequence, seed: int = 0, answer_of: Callable = lambda 
     return [r for i, r in enumerate(reads) if i not in dropped], len(dropped)
 
 
-def balanced(train: list[Read], seed: int, *, by_question: bool, apart: bool) -> tuple[list[Read], int]:
+def question_template(question: str) -> str:
+    """A yes/no question's template: its last three words when none is a name ("...of the same
+    nationality?", "...in the same country?"), else "other". 2Wiki's comparisons come in a handful
+    of such templates, each with its own share of "yes": balanced over the whole dataset, v4's
+    reads taught "same nationality?" as "no" 8 times in 11, and the adapter said "no" to 7 of the 8
+    yes/no claim questions, all "yes" (benchmarks/runs/reader-v5/NOTES.md)."""
+    words = re.findall(r"[A-Za-z][\w'-]*", question)
+    tail = words[-3:]
+    if len(tail) < 3 or any(w[0].isupper() for w in tail):
+        return "other"
+    return " ".join(w.lower() for w in tail)
+
+
+def balanced(train: list[Read], seed: int, *, by_question: bool, apart: bool,
+             by_template: bool = False) -> tuple[list[Read], int]:
     """The train reads with yes/no balanced, and how many were left out. `by_question` (a set with
     a mix, trained one read a question) keeps or drops a question with all its reads, so the draw
     stays balanced. `apart` balances each dataset on its own and, by question, the questions whose
     first read is the program's own retrieval apart from those whose first read was built: balanced
     over the whole set, v2's adapter answered "no" to 16 of 18 HotpotQA yes/no questions (11 are
     "yes") and to 8 of 8 2Wiki ones (all "yes"), and v2's own-retrieval reads were 13 "no" to 9
-    "yes" (benchmarks/runs/reader-v3/NOTES.md)."""
+    "yes" (benchmarks/runs/reader-v3/NOTES.md). `by_template` (with `apart`) also balances each
+    question template (`question_template`) on its own, so no template teaches an answer."""
+    units: dict[str | int, list[Read]] = {}
+    for i, r in enumerate(train):
+        units.setdefault(r.question_id if by_question else i, []).append(r)
+    # a template of a handful of questions is balanced with its dataset's others: on its own, a
+    # one-sided template would lose every question (HotpotQA's yes/no questions are mostly unique)
+    common = Counter((reads[0].dataset, question_template(reads[0].question)) for reads in units.values()
+                     if answer_class(reads[0].answer) != "other")
+
     def part_of(reads: list[Read]) -> tuple:
         if not apart:
             return ()
         first = min(reads, key=lambda r: r.pick if r.pick is not None else 0)
-        return (first.dataset, first.kind in ("own", "missed")) if by_question else (first.dataset,)
+        template = question_template(first.question)
+        kept = template if common[(first.dataset, template)] >= MIN_TEMPLATE_QUESTIONS else "other"
+        side = (first.dataset, first.kind in ("own", "missed")) if by_question else (first.dataset,)
+        return side + ((kept,) if by_template else ())
 
-    units: dict[str | int, list[Read]] = {}
-    for i, r in enumerate(train):
-        units.setdefault(r.question_id if by_question else i, []).append(r)
     parts: dict[tuple, list[list[Read]]] = {}
     for reads in units.values():
         parts.setdefault(part_of(reads), []).append(reads)
@@ -326,11 +351,11 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
                 corpus_for: Callable[[str], dict[str, Passage]], *, k: int = 5, chars: int = 1000,
                 seed: int = 0, partial_share: float = 0.4, validation_share: float = 0.1,
                 depth: int = 20, mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False,
-                evidence_distractors: str = "sentences") -> ReaderSet:
+                yes_no_by_template: bool = False, evidence_distractors: str = "sentences") -> ReaderSet:
     """Reads for every example of `groups` ((dataset, examples) pairs). `search_for(dataset)`
     returns the program's search (query, n) -> passages, `corpus_for(dataset)` the pooled corpus
-    by id; the retrieval's `depth` best passages supply the distractors. `yes_no_by_dataset`:
-    see `balanced`; `evidence_distractors`: see `reads_of`."""
+    by id; the retrieval's `depth` best passages supply the distractors. `yes_no_by_dataset` and
+    `yes_no_by_template` (which implies it): see `balanced`; `evidence_distractors`: see `reads_of`."""
     if evidence_distractors not in EVIDENCE_DISTRACTORS:
         raise ValueError(f"evidence_distractors must be one of {', '.join(EVIDENCE_DISTRACTORS)}, "
                          f"got {evidence_distractors!r}")
@@ -349,7 +374,8 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
             side.extend(made)
             for r in made:
                 counts[f"reads_{r.kind}"] += 1
-    train, dropped = balanced(train, seed, by_question=mix is not None, apart=yes_no_by_dataset)
+    train, dropped = balanced(train, seed, by_question=mix is not None, apart=yes_no_by_dataset or yes_no_by_template,
+                              by_template=yes_no_by_template)
     counts.update({"train_reads": len(train), "validation_reads": len(validation), "balance_dropped": dropped,
                    "train_questions": len({r.question_id for r in train}),
                    "validation_questions": len({r.question_id for r in validation})})
@@ -443,7 +469,8 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
 def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
                      partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
                      retriever_kind: str = "dense", mix: dict[str, float] | None = None,
-                     yes_no_by_dataset: bool = False, evidence_distractors: str = "sentences") -> dict:
+                     yes_no_by_dataset: bool = False, yes_no_by_template: bool = False,
+                     evidence_distractors: str = "sentences") -> dict:
     """Build the set from the data (the one command behind `treeqa train reads`)."""
     ids, texts = claim_keys()
     groups = []
@@ -460,7 +487,8 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
 
     built = build_reads(groups, lambda d: retriever(d).search, lambda d: {p.id: p for p in retriever(d).passages},
                         k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share,
-                        mix=mix, yes_no_by_dataset=yes_no_by_dataset, evidence_distractors=evidence_distractors)
+                        mix=mix, yes_no_by_dataset=yes_no_by_dataset, yes_no_by_template=yes_no_by_template,
+                        evidence_distractors=evidence_distractors)
     program = RetrieveThenAnswer(retriever(takes[0].dataset), k=k, passage_chars=chars)
     reader_name, reader = reader_of(program)
     settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
@@ -471,6 +499,8 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
         settings["mix"] = mix
     if yes_no_by_dataset:  # likewise
         settings["yes_no_by_dataset"] = True
+    if yes_no_by_template:  # likewise
+        settings["yes_no_by_template"] = True
     if evidence_distractors != "paragraphs":  # likewise: every set before v5 showed paragraphs
         settings["evidence_distractors"] = evidence_distractors
     return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)

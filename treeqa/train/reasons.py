@@ -27,7 +27,7 @@ from treeqa.evaluation.metrics import exact_match
 from treeqa.programs.common import safe_call
 from treeqa.signatures import budget
 from treeqa.signatures.answer import ReasonFromPassages, ReasonTowardsAnswer, clean_answer
-from treeqa.teleprompt.reader_set import records_by_id
+from treeqa.train.reads import records_by_id
 
 # a rationalisation that says it was told is no reasoning the unhinted reader could have written
 _GIVEN_AWAY = re.compile(r"\b(hint|given answer|correct answer|provided answer|was given|we are told the answer)\b",

@@ -12,7 +12,8 @@ from treeqa.data.loaders import DataError
 from treeqa.data.passage import split_sentences
 from treeqa.lm import TrainableJSONAdapter
 from treeqa.programs import build_program
-from treeqa.teleprompt.reader_set import (
+from treeqa.teleprompt.recorded import reader_of
+from treeqa.train.reads import (
     EVIDENCE_DISTRACTORS,
     Read,
     balance_yes_no,
@@ -25,7 +26,6 @@ from treeqa.teleprompt.reader_set import (
     refuse_claimed,
     write_set,
 )
-from treeqa.teleprompt.recorded import reader_of
 
 GOLD = [passage("Gold A"), passage("Gold B")]
 OTHERS = [passage(f"Other {i}") for i in range(8)]

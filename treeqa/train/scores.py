@@ -22,7 +22,7 @@ from tqdm import tqdm
 from treeqa.evaluation.metrics import exact_match, f1_score
 from treeqa.programs.common import safe_call
 from treeqa.signatures.answer import clean_answer
-from treeqa.teleprompt.reader_set import answer_class, records_by_id
+from treeqa.train.reads import answer_class, records_by_id
 
 
 def read_inputs(read: dict) -> dict:

@@ -1,4 +1,4 @@
-"""ToR's fusion reader's training reads (`treeqa.teleprompt.tor_reads`): built from a recorded ToR
+"""ToR's fusion reader's training reads (`treeqa.train.tor_reads`): built from a recorded ToR
 run, in the exact prompt the compiled ToR's reader sends, with the gold paragraphs a search
 missed added where the budget cannot cut them; claim questions and other programs refused."""
 
@@ -15,8 +15,8 @@ from treeqa.evaluation.replay import ReplayError, rebuild_run
 from treeqa.programs import build_program
 from treeqa.programs.compiled import save_compiled
 from treeqa.programs.tree_of_reviews import TreeOfReviews
-from treeqa.teleprompt.reader_set import read_set
-from treeqa.teleprompt.tor_reads import build_tor_reads, tor_reads_of
+from treeqa.train.reads import read_set
+from treeqa.train.tor_reads import build_tor_reads, tor_reads_of
 
 
 def accept_some(call):
@@ -30,7 +30,7 @@ def recorded(fixture_data, tmp_path, monkeypatch):
     file, and the searcher, which afterwards also holds the corpus (where the gold paragraphs are)."""
     searcher = tree_retriever()
     monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda dataset, kind, corpus=None: searcher)
-    monkeypatch.setattr("treeqa.teleprompt.tor_reads.claim_keys", lambda: (set(), set()))
+    monkeypatch.setattr("treeqa.train.tor_reads.claim_keys", lambda: (set(), set()))
     lm, engine = scripted_lm(answering(accept_some, answer="Paris"), classify=review_kind, whole_call=True)
     use_lm(monkeypatch, lm)
     program = TreeOfReviews(retriever=tree_retriever(), widths=(3, 2), max_context_chars=900)
@@ -99,7 +99,7 @@ def test_own_read_where_the_search_already_shows_the_gold(recorded):
 def test_claim_questions_and_other_programs_are_refused(recorded, tmp_path, monkeypatch):
     compiled, run_dir, searcher = recorded
     first = load_split("hotpotqa", "train")[0]
-    monkeypatch.setattr("treeqa.teleprompt.tor_reads.claim_keys", lambda: ({first.id}, set()))
+    monkeypatch.setattr("treeqa.train.tor_reads.claim_keys", lambda: ({first.id}, set()))
     with pytest.raises(ValueError, match="claim sample"):
         build_tor_reads([run_dir], compiled)
     rta = save_compiled(build_program("rta", searcher), tmp_path / "rta.json", name="rta", dataset="hotpotqa",

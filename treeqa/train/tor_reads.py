@@ -36,7 +36,7 @@ from treeqa.lm import TrainableJSONAdapter
 from treeqa.programs.compiled import CompiledFile, load_program
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.signatures.fusion import Evidence
-from treeqa.teleprompt.reader_set import (
+from treeqa.train.reads import (
     CLAIM_SAMPLES,
     ReaderSet,
     balance_yes_no,
