@@ -185,7 +185,7 @@ LAYERS = {
     "judging": 3,
     "programs": 4,
     "evaluation": 5,
-    "teleprompt": 6, "serving": 6,
+    "train": 6, "teleprompt": 6, "serving": 6,
     "optimize": 7,
     "cli": 8,
     "__init__": 9,  # the public API, over everything
@@ -330,7 +330,7 @@ def test_tests_mirror_the_package():
 
 # --- imports at the top ---------------------------------------------------------------------
 
-IMPORTS_CHECKED = ("retrievers", "programs", "signatures", "judging", "teleprompt", "optimize")
+IMPORTS_CHECKED = ("retrievers", "programs", "signatures", "judging", "teleprompt", "train", "optimize")
 IMPORTS_NOT_YET = {"programs/compiled.py"}  # being reshaped apart (one reader of the compiled file)
 
 

@@ -310,3 +310,34 @@ def test_a_paragraph_splits_into_sentences_at_a_stop_before_a_capital():
     assert split_sentences('Ann (born 1950) is a writer.  She won the "Prize." In 1990 she moved. it is 3.5 m') == [
         "Ann (born 1950) is a writer.", 'She won the "Prize."', "In 1990 she moved. it is 3.5 m"]
     assert split_sentences("  ") == []
+
+
+def test_a_question_template_is_its_last_three_words_unless_one_is_a_name():
+    from treeqa.train.reads import question_template
+
+    assert question_template("Are Lecrae and Gawvi of the same nationality?") == "the same nationality"
+    assert question_template("Are both Xi'an and Lima located in the same country?") == "the same country"
+    assert question_template("Is Paris the capital of France?") == "other"  # a name among the last words
+    assert question_template("Yes?") == "other"
+
+
+def test_yes_no_by_template_balances_each_common_template_on_its_own():
+    """Over the dataset 'same country' and 'same nationality' balance each other (10 no and 10
+    yes), yet each template alone teaches one answer; a template of a handful goes with the others."""
+    from treeqa.train.reads import MIN_TEMPLATE_QUESTIONS, balanced
+
+    n = MIN_TEMPLATE_QUESTIONS
+
+    def read(i: int, template: str, answer: str) -> Read:
+        return Read(f"{template}{i}", "2wiki", "gold", f"Are A{i} and B{i} of {template}?", ("p",), answer, pick=0)
+
+    train = ([read(i, "the same country", "no" if i < 8 else "yes") for i in range(n)]
+             + [read(i, "the same nationality", "yes" if i < 8 else "no") for i in range(n)]
+             + [read(0, "one rare template", "yes")])
+    by_dataset, dropped = balanced(train, 0, by_question=True, apart=True)
+    assert dropped == 1  # 11 yes against 10 no over the dataset: one yes left out
+    kept, dropped = balanced(train, 0, by_question=True, apart=True, by_template=True)
+    answers = Counter((r.question.split(" of ")[1], r.answer) for r in kept)
+    assert answers[("the same country?", "no")] == answers[("the same country?", "yes")] == 2
+    assert answers[("the same nationality?", "yes")] == answers[("the same nationality?", "no")] == 2
+    assert dropped == 2 * 6 + 1  # the rare template, balanced with the dataset's other questions (none)

@@ -29,8 +29,8 @@ OPT = SpecDefaults(OptimizeSpec)
 
 OptimizerOption = Annotated[str | None, typer.Option(help=f"One of {', '.join(optimizer_names())}, or a preparer "
                                                          "and an EM teleprompter joined by '+' (default: the "
-                                                         "program's own default compile: path-judge for tor and "
-                                                         "beam, else bootstrap).")]
+                                                         "program's own default compile: path-judge+trained-reader "
+                                                         "for tor and beam, else bootstrap).")]
 TrainOption = Annotated[int | None, typer.Option(help="Training questions to compile on (default: with the program's "
                                                       "default compile, its size (tor, beam: 100), else 20).")]
 TrainFromOption = Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "
@@ -67,6 +67,14 @@ ReplayOption = Annotated[str | None, typer.Option(help="A ToR run of the same de
 ZeroShotOption = Annotated[bool, typer.Option(help="Evaluate the zero-shot program too (--no-zero-shot: the compiled "
                                                    "side alone, when its baseline is measured elsewhere; running "
                                                    "again without it adds the side).")]
+ReaderOption = Annotated[str, typer.Option(help="The trained reader of ToR's and the beam's default compile "
+                                               "(--optimizer trained-reader): released (the adapter shipped with "
+                                               "treeqa, when its record fits), train (train one in this run: hours "
+                                               "on 2 cores, resumable), or none (the paper's reader).")]
+ReaderModelOption = Annotated[str | None, typer.Option(help="On an endpoint: the model name it serves the trained "
+                                                            "reader's LoRA adapter under (llama.cpp server --lora, "
+                                                            "vLLM --lora-modules NAME=DIR), e.g. "
+                                                            "openai/treeqa-reader.")]
 
 
 @app.command("optimize")
@@ -106,6 +114,8 @@ def optimize_cmd(
     zero_shot_from: ZeroShotFromOption = None,
     replay_from: ReplayOption = None,
     zero_shot: ZeroShotOption = OPT.zero_shot,
+    reader: ReaderOption = OPT.reader,
+    reader_model: ReaderModelOption = None,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.evaluation.loop import RunAborted
@@ -121,7 +131,7 @@ def optimize_cmd(
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
                             cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from,
-                            zero_shot=zero_shot)
+                            zero_shot=zero_shot, reader=reader, reader_model=reader_model)
         if spec.default_compile_note:  # said, not done silently
             typer.echo(spec.default_compile_note)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)

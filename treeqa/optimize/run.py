@@ -42,7 +42,8 @@ from treeqa.programs.compiled import CompiledFile, load_program, save_compiled
 from treeqa.teleprompt import compilers
 from treeqa.teleprompt.annotated_demos import usable
 
-FITS_RECORDED = ("judge_fit", "settings_search", "reader_fit", "query_fit", "finetune_fit", "together_fit")
+FITS_RECORDED = ("judge_fit", "settings_search", "reader_fit", "query_fit", "finetune_fit", "together_fit",
+                 "trained_reader_fit")
 NOT_DECISIVE = {"threads", "api_base", "cache", "zero_shot_from", "replay_from", "zero_shot"}
 
 

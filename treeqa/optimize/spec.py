@@ -4,7 +4,7 @@ resolved once), the compilers it names in order, its splits and its plan of LM c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
@@ -112,6 +112,10 @@ class OptimizeSpec(BaseModel):
     zero_shot_from: str | None = None  # a finished run of the same zero-shot spec to start from
     replay_from: str | None = None  # a ToR run whose recorded searches the compiled side reads (evaluation.replay)
     zero_shot: bool = True  # False: the compiled side alone (its baseline measured elsewhere); a later run may add it
+    # the trained reader (`--optimizer trained-reader`, in ToR's and the beam's default compile): the
+    # released adapter, one trained in this run, or none (the default compile then keeps the paper's reader)
+    reader: Literal["released", "train", "none"] = "released"
+    reader_model: str | None = None  # on an endpoint: the model name it serves the trained reader's adapter under
 
     _resolved: ProgramSpec | None = PrivateAttr(default=None)
     _default_note: str | None = PrivateAttr(default=None)
@@ -169,7 +173,12 @@ class OptimizeSpec(BaseModel):
     def _default_compile(self) -> None:
         """An optimizer or train size left unset (None) takes the program's own default compile
         (e.g. ToR: path-judge on 100) or, for another optimizer, 20 train questions, and says so."""
-        default = self._resolved.cls.default_compile
+        default = dict(self._resolved.cls.default_compile)
+        if self.reader == "none":  # the paper's reader: the default compile without its trained reader
+            default["optimizer"] = "+".join(n for n in default["optimizer"].split("+") if n != "trained-reader")
+            if self.optimizer and "trained-reader" in self.optimizer.split("+"):
+                raise ValueError(f"--reader none with --optimizer {self.optimizer}: the trained-reader step "
+                                 "needs a reader (released or train)")
         if self.train is None:
             self.train = default["train"] if self.optimizer in (None, default["optimizer"]) else 20
             if self.train != default["train"]:
@@ -244,5 +253,7 @@ def plan(spec: OptimizeSpec) -> dict[str, int]:
            "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
            "compiled_max": spec.dev * (1 if spec.replay_from else per_q)}  # a replay: one reader call
     if any(training):
-        out["training_seconds_est"] = round(sum(price(spec.train) for price in training if price))
+        seconds = round(sum(price(spec.train, spec) for price in training if price))
+        if seconds:
+            out["training_seconds_est"] = seconds
     return out

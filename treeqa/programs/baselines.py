@@ -107,6 +107,7 @@ class RetrieveThenAnswer(Retrieving):
 
     name = "rta"
     annotation_demos = {"answer": "read"}
+    trained_reading = {}  # its reader is the one trained
 
     reader = "answer"
 

@@ -256,7 +256,8 @@ class BeamSearchQA(JudgedProgram):
     annotation_demos = {"ask": "ask", "answer": "read-history", "scorer": "score", "summarize": "summarize"}
     # the one compile measured at n >= 100 (+2 [-5, +9] EM on the reference questions; ties and
     # calibration much better); no LM call to compile
-    default_compile = {"optimizer": "path-judge", "train": 100}
+    default_compile = {"optimizer": "path-judge+trained-reader", "train": 100}
+    trained_reading = {"reading": "passages"}  # a state's answer read by rta's reader over its passages
     reader = "answer"  # Answer, called for every state; the recorded read is a question's last one
     query_writer = "ask"  # its sub-questions are the searches (with evidence="retrieval"; `--optimizer query`)
 

@@ -83,6 +83,10 @@ class QAProgram(dspy.Module):
     # "review", "complete", "ask", "score", "summarize", "background", "read", "read-history");
     # a predictor not named gets no annotated demos
     annotation_demos: ClassVar[dict[str, str]] = {}
+    # the reading settings under which its reader reads in rta's prompt, which the trained reader
+    # (`--optimizer trained-reader`, an adapter trained on rta's reads) was trained on; None: it
+    # has no such reading, and no trained reader fits it
+    trained_reading: ClassVar[dict[str, Any] | None] = None
     _settings_models: ClassVar[dict[type, type[BaseModel]]] = {}
 
     def __init_subclass__(cls, **kwargs):

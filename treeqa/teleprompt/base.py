@@ -61,8 +61,8 @@ class Compiler:
         refuses: (program class, resolved settings) -> why it cannot compile the program with these
             settings (e.g. a path judge with no passages to judge), or None; checked with the spec,
             before any question is asked.
-        train_seconds: train questions -> the seconds its weight training takes (measured), for
-            a compiler that trains weights; `--plan` adds it up.
+        train_seconds: (train questions, the optimize spec) -> the seconds its weight training
+            takes (measured), for a compiler that trains weights; `--plan` adds it up.
         weights: it trains the model's weights and returns a program an EM teleprompter may
             compile further (it sits between a preparer and a teleprompter: `path-judge+finetune+reader`).
     """
@@ -77,7 +77,7 @@ class Compiler:
     fits: Callable[[type], bool] = lambda cls: True
     unfit: str = "cannot be compiled this way"
     refuses: Callable[[type, dict[str, Any]], str | None] = lambda cls, settings: None
-    train_seconds: Callable[[int], float] | None = None
+    train_seconds: Callable[[int, Any], float] | None = None
     weights: bool = False
 
 

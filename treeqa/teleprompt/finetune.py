@@ -164,7 +164,7 @@ def _better_together(c: CompileContext) -> tuple[Together, dict]:
     return Together(metric=em_metric, p=prompts, w=weights), {"strategy": "p -> w -> p", "seed": c.spec.seed}
 
 
-def training_seconds(n_train: int, gold: bool = True) -> float:
+def training_seconds(n_train: int, spec=None, gold: bool = True) -> float:
     """The price of training on `n_train` questions' traces (and as many gold reads)."""
     return n_train * (2 if gold else 1) * SECONDS_PER_EXAMPLE
 

@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from treeqa.data import DEFAULT_DATASET
 from treeqa.evaluation.replay import NoSearch, with_reading
+from treeqa.programs import PROGRAMS, build_program
 from treeqa.programs.compiled import (
     CompiledFile,
     CompiledProgramError,
@@ -18,17 +20,14 @@ from treeqa.programs.compiled import (
     read_recipe,
     save_compiled,
 )
+from treeqa.retrievers import DEFAULT_KIND
 
 
 def source_program(source: str, dataset: str | None,
-                    params: dict | None = None) -> tuple[Any, dict[str, Any], Path | None]:
+                   params: dict | None = None) -> tuple[Any, dict[str, Any], Path | None]:
     """(program, recipe, compiled file or None) of `source`: a compiled file, or a program's name
     (its zero-shot settings with `params` in place, searching `dataset`'s corpus with the default
     retriever)."""
-    from treeqa.data import DEFAULT_DATASET
-    from treeqa.programs import PROGRAMS, build_program
-    from treeqa.retrievers import DEFAULT_KIND
-
     path = Path(source)
     if path.is_file() or source not in PROGRAMS:
         if not path.is_file():

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from treeqa.lm import TrainableJSONAdapter
 from treeqa.train.reads import hashed_order, read_set
+from treeqa.train.reasons import read_reasons, reasoned_chats
 
 
 def interleave(groups: Sequence[Sequence[dict]]) -> list[dict]:
@@ -35,9 +37,6 @@ def training_chats(sets: Sequence[Path], train: list[dict], held_out: list[dict]
     if with_reasons and reasoned_only:
         raise ValueError("--with-reasons and --reasoned-only are the two sides of one comparison: "
                          "train one of them at a time")
-    from treeqa.lm import TrainableJSONAdapter
-    from treeqa.train.reasons import read_reasons, reasoned_chats
-
     found = {k: v for folder in sets for k, v in read_reasons(Path(folder) / "reasons.jsonl").items()}
     train_chats, without = reasoned_chats(train, found, TrainableJSONAdapter())
     say(f"{len(train_chats)} train reads with a reason ({without} without, left out)")

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from treeqa.lm.adapter import sha256_of
 from treeqa.lm.lora import LoraRecipe, native_bf16
+from treeqa.lm.provider import train_adapter
 from treeqa.train.chats import train_and_validation_reads
+from treeqa.train.reads import build_reader_set
 
 READ_MIX = {"own": 0.4, "missed": 0.4, "gold": 0.4, "partial": 0.2}
 # the recipe's fields that change what is learned; the dtypes only change how fast (and are
@@ -99,16 +102,12 @@ def build_reads(out: Path, recipe: ReaderRecipe, *, build: Callable[..., dict] |
     """The reads in `out` (reads.jsonl, manifest.json): built from every question we may train on,
     or kept where a set built with the same settings is already there (a resumed compile).
     Returns the manifest."""
-    from treeqa.train.reads import build_reader_set
-
     manifest_file = out / "manifest.json"
     wanted = recipe.reads_settings()
     if manifest_file.is_file() and (out / "reads.jsonl").is_file():
         manifest = json.loads(manifest_file.read_text())
         settings = manifest.get("settings", {})
         if all(settings.get(k, False) == v for k, v in wanted.items()):
-            from treeqa.lm.adapter import sha256_of
-
             if sha256_of(out / "reads.jsonl") == manifest.get("reads_sha256"):
                 say(f"reads: kept the set in {out} ({manifest['counts']['train_reads']} train reads)")
                 return manifest
@@ -126,8 +125,6 @@ def train_reader(out: Path, recipe: ReaderRecipe | None = None, *, budget_s: flo
     model's sha256, the adapter's file and sha256, the curve and the best point, the seconds.
     `build` and `train` stand in for `build_reader_set` and `train_adapter` (tests). Returns the
     record."""
-    from treeqa.lm.adapter import sha256_of
-
     recipe = (recipe or ReaderRecipe()).for_this_cpu()
     out = Path(out)
     started = time.perf_counter()
@@ -139,9 +136,7 @@ def train_reader(out: Path, recipe: ReaderRecipe | None = None, *, budget_s: flo
     say(f"training the reader on {len(chats)} reads, validating on {len(validation)} "
         f"(LoRA: {recipe.lora.top_layers} layers, rank {recipe.lora.rank}, lr {recipe.lora.learning_rate}, "
         f"{recipe.lora.lower_dtype}); a rerun resumes from {out / 'lora'}")
-    if train is None:
-        from treeqa.lm.provider import train_adapter as train
-    adapter, report = train(chats, out / "lora", recipe.lora, budget_s=budget_s, progress=progress,
+    adapter, report = (train or train_adapter)(chats, out / "lora", recipe.lora, budget_s=budget_s, progress=progress,
                             validation=validation, validate_every=recipe.validate_every, device=device)
     trained = json.loads((out / "lora" / "training.json").read_text())
     summary = report.to_dict()

@@ -490,11 +490,25 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
                         mix=mix, yes_no_by_dataset=yes_no_by_dataset, yes_no_by_template=yes_no_by_template,
                         evidence_distractors=evidence_distractors)
     program = RetrieveThenAnswer(retriever(takes[0].dataset), k=k, passage_chars=chars)
-    reader_name, reader = reader_of(program)
+    _, reader = reader_of(program)
+    settings = set_settings(takes=takes, k=k, chars=chars, seed=seed, partial_share=partial_share,
+                            validation_share=validation_share, limit=limit, retriever_kind=retriever_kind, mix=mix,
+                            yes_no_by_dataset=yes_no_by_dataset, yes_no_by_template=yes_no_by_template,
+                            evidence_distractors=evidence_distractors)
+    return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
+
+
+def set_settings(*, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
+                 partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
+                 retriever_kind: str = "dense", mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False,
+                 yes_no_by_template: bool = False, evidence_distractors: str = "sentences") -> dict:
+    """The manifest's settings of a set `build_reader_set` builds with these arguments, without
+    building it: what a released reader's record is compared with."""
     settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
                 "k": k, "passage_chars": chars, "seed": seed, "partial_share": partial_share,
                 "validation_share": validation_share, "limit": limit, "retriever": retriever_kind,
-                "reader": f"{program.name}.{reader_name}", "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
+                "reader": f"{RetrieveThenAnswer.name}.{RetrieveThenAnswer.reader}",
+                "claim_samples": [list(c) for c in CLAIM_SAMPLES]}
     if mix is not None:  # absent from sets built before mixes, so they rebuild byte for byte
         settings["mix"] = mix
     if yes_no_by_dataset:  # likewise
@@ -503,4 +517,4 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
         settings["yes_no_by_template"] = True
     if evidence_distractors != "paragraphs":  # likewise: every set before v5 showed paragraphs
         settings["evidence_distractors"] = evidence_distractors
-    return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
+    return settings

@@ -1,0 +1,150 @@
+"""`--optimizer trained-reader` (ToR's and the beam's default compile after the path judge): the
+program reads in rta's prompt through the released reader when its record fits the compile, a
+record that does not fit is refused by name, and an endpoint needs the model that serves it."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import dspy
+import pytest
+
+from tests.fakes import FakeRetriever, ScriptedEngine, tiny_base_gguf, tiny_lora_gguf
+from treeqa.optimize import OptimizeSpec, plan
+from treeqa.programs.baselines import RetrieveThenAnswer
+from treeqa.programs.beam_search import BeamSearchQA
+from treeqa.programs.compiled import adapter_lms, load_program, save_compiled
+from treeqa.programs.tree_of_reviews import TreeOfReviews
+from treeqa.teleprompt.trained_reader import TrainedReader, reads_settings_wanted, with_trained_reading
+from treeqa.train.reader import ReaderRecipe
+from treeqa.train.released import ReleasedReaderError, released_reader
+
+
+@pytest.fixture
+def engines(monkeypatch, settings_env, tmp_path):
+    """Scripted embedded engines, one per adapter; the base model a tiny GGUF adapters are checked against."""
+    tiny_base_gguf(tmp_path / "base.gguf")
+    settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
+    made = {}
+
+    def fake_local_engine(**overrides):
+        adapter = overrides.get("adapter")
+        made.setdefault(adapter, ScriptedEngine(lambda call: {"answer": "x"}))
+        made[adapter].adapter = Path(adapter) if adapter else None
+        return made[adapter]
+
+    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
+    return made
+
+
+def write_released(folder: Path, recipe: dict | None = None, base: str | None = None) -> Path:
+    """A released reader's folder as `train_reader` and the release write it."""
+    from treeqa.lm import base_model_sha256
+
+    folder.mkdir(parents=True, exist_ok=True)
+    adapter = tiny_lora_gguf(folder / "adapter.gguf") or folder / "adapter.gguf"
+    record = {"recipe": recipe or ReaderRecipe().to_dict(), "base_sha256": base or base_model_sha256(),
+              "reads": {"sha256": "ab" * 32, "settings": reads_settings_wanted(ReaderRecipe()), "train_reads": 1073,
+                        "validation_reads": 64, "counts": {}},
+              "adapter": {"file": "adapter.gguf", "sha256": hashlib.sha256(adapter.read_bytes()).hexdigest()},
+              "training": {"best": {"step": 768, "val_loss": 0.35}}}
+    (folder / "reader.json").write_text(json.dumps(record))
+    return folder
+
+
+@pytest.fixture
+def released(engines, tmp_path, monkeypatch):
+    folder = write_released(tmp_path / "released")
+    monkeypatch.setattr("treeqa.train.released.RELEASED_DIR", folder)
+    return folder
+
+
+def _tor():
+    tor = TreeOfReviews(FakeRetriever(), widths=(3, 2))
+    tor.fuse.demos = [dspy.Example(question="q", evidence=["Analysis: a"], answer="a")]
+    tor.review.demos = [dspy.Example(question="q", paragraphs=["p"], relevant=True)]
+    return tor
+
+
+def test_tor_reads_in_rtas_prompt_through_the_released_reader_and_its_file_says_so(released, tmp_path):
+    compiled = TrainedReader().compile(_tor(), trainset=[])
+    assert (compiled.fusion, compiled.read_top, compiled.max_paragraph_chars, compiled.widths) == \
+        ("passages", 5, 1000, (3, 2))  # the reading changed, the search did not
+    assert compiled.fuse.signature.equals(RetrieveThenAnswer(FakeRetriever()).answer.signature)
+    assert compiled.fuse.demos == [] and len(compiled.review.demos) == 1  # the reader bare, as it was trained
+    assert set(adapter_lms(compiled)) == {"fuse"}
+    fit = compiled.trained_reader_fit
+    assert fit["reader"] == "released" and fit["predictor"] == "fuse" and fit["best"]["val_loss"] == 0.35
+    assert fit["adapter_sha256"] == hashlib.sha256((released / "adapter.gguf").read_bytes()).hexdigest()
+    path = save_compiled(compiled, tmp_path / "out" / "compiled.json", name="tor", dataset="hotpotqa",
+                         retriever="dense")
+    loaded = load_program(path, retriever=FakeRetriever())
+    assert (loaded.fusion, loaded.read_top) == ("passages", 5) and set(adapter_lms(loaded)) == {"fuse"}
+
+
+def test_the_beam_and_rta_read_as_their_classes_declare(released):
+    beam = TrainedReader().compile(BeamSearchQA(FakeRetriever(), evidence="retrieval"), trainset=[])
+    assert beam.reading == "passages" and set(adapter_lms(beam)) == {"answer"}
+    rta = RetrieveThenAnswer(FakeRetriever(), k=5)
+    assert with_trained_reading(rta) is rta  # read as it is
+    assert set(adapter_lms(TrainedReader().compile(rta, trainset=[]))) == {"answer"}
+
+
+def test_a_released_reader_that_does_not_fit_is_refused_by_name(engines, tmp_path, monkeypatch):
+    other = ReaderRecipe().to_dict()
+    other["lora"]["learning_rate"] = 2e-4
+    monkeypatch.setattr("treeqa.train.released.RELEASED_DIR", write_released(tmp_path / "a", recipe=other))
+    with pytest.raises(ValueError, match=r"lora.learning_rate: 0.0002 != 0.0005.*--reader train"):
+        TrainedReader().compile(_tor(), trainset=[])
+    monkeypatch.setattr("treeqa.train.released.RELEASED_DIR", write_released(tmp_path / "b", base="f" * 64))
+    with pytest.raises(ValueError, match="base model"):
+        TrainedReader().compile(_tor(), trainset=[])
+    cpu = ReaderRecipe().to_dict()
+    cpu["lora"]["lower_dtype"] = "bfloat16"  # how fast it trained, not what it learned: fits
+    monkeypatch.setattr("treeqa.train.released.RELEASED_DIR", write_released(tmp_path / "c", recipe=cpu))
+    assert TrainedReader().compile(_tor(), trainset=[]).trained_reader_fit["reader"] == "released"
+
+
+def test_a_changed_or_missing_released_adapter_is_an_error(engines, tmp_path):
+    folder = write_released(tmp_path / "r")
+    assert released_reader(folder).record["reads"]["train_reads"] == 1073
+    (folder / "adapter.gguf").write_bytes(b"other bytes")
+    with pytest.raises(ReleasedReaderError, match="sha256"):
+        released_reader(folder)
+    with pytest.raises(ReleasedReaderError, match="--reader none"):
+        released_reader(tmp_path / "nowhere")
+    (folder / "reader.json").write_text("{")
+    with pytest.raises(ReleasedReaderError, match="not a reader record"):
+        released_reader(folder)
+
+
+def test_on_an_endpoint_the_reader_asks_the_model_that_serves_the_adapter(released):
+    endpoint = dspy.LM("openai/base", api_base="http://127.0.0.1:9/v1", api_key="x")
+    with dspy.context(lm=endpoint), pytest.raises(ValueError, match="--reader-model"):
+        TrainedReader().compile(_tor(), trainset=[])
+    with dspy.context(lm=endpoint):
+        compiled = TrainedReader(reader_model="openai/treeqa-reader",
+                                 api_base="http://127.0.0.1:9/v1").compile(_tor(), trainset=[])
+    assert compiled.fuse.lm.model.endswith("/treeqa-reader") and adapter_lms(compiled) == {}
+    assert compiled.trained_reader_fit["served_as"] == "openai/treeqa-reader"
+
+
+def test_the_spec_fits_the_trained_reader_to_programs_that_declare_a_reading():
+    assert OptimizeSpec(program="tor").optimizer == "bootstrap"  # a given optimizer is kept
+    assert OptimizeSpec(program="beam", optimizer=None, train=None).optimizer == "path-judge+trained-reader"
+    assert OptimizeSpec(program="rta", optimizer="trained-reader", train=1).optimizer == "trained-reader"
+    with pytest.raises(ValueError, match="no reading in rta's prompt"):
+        OptimizeSpec(program="direct", optimizer="trained-reader")
+    with pytest.raises(ValueError, match="evidence='retrieval'"):
+        OptimizeSpec(program="beam", preset="webq", optimizer="trained-reader", train=5)
+    with pytest.raises(ValueError, match="--reader none"):
+        OptimizeSpec(program="tor", optimizer="path-judge+trained-reader", reader="none")
+    with pytest.raises(ValueError):
+        OptimizeSpec(program="tor", reader="mine")
+
+
+def test_the_plan_prices_a_training_only_when_one_is_asked_for(released):
+    released_plan = plan(OptimizeSpec(program="tor", optimizer=None, train=None, dev=2))
+    assert released_plan["compile_max"] == 0 and "training_seconds_est" not in released_plan
+    trained = plan(OptimizeSpec(program="tor", optimizer=None, train=None, dev=2, reader="train"))
+    assert trained["training_seconds_est"] > 3600  # hours on 2 cores: said before it starts
