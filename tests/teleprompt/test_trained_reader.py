@@ -118,15 +118,29 @@ def test_a_changed_or_missing_released_adapter_is_an_error(engines, tmp_path):
         released_reader(folder)
 
 
-def test_on_an_endpoint_the_reader_asks_the_model_that_serves_the_adapter(released):
+def test_on_an_endpoint_the_reader_asks_the_model_that_serves_the_adapter(released, tmp_path):
+    from treeqa.programs.compiled import CompiledProgramError, run_adapters_with
+
     endpoint = dspy.LM("openai/base", api_base="http://127.0.0.1:9/v1", api_key="x")
     with dspy.context(lm=endpoint), pytest.raises(ValueError, match="--reader-model"):
         TrainedReader().compile(_tor(), trainset=[])
     with dspy.context(lm=endpoint):
-        compiled = TrainedReader(reader_model="openai/treeqa-reader",
-                                 api_base="http://127.0.0.1:9/v1").compile(_tor(), trainset=[])
-    assert compiled.fuse.lm.model.endswith("/treeqa-reader") and adapter_lms(compiled) == {}
+        compiled = TrainedReader(reader_model="openai/treeqa-reader").compile(_tor(), trainset=[])
+    assert set(adapter_lms(compiled)) == {"fuse"}  # the file records the adapter wherever it runs
     assert compiled.trained_reader_fit["served_as"] == "openai/treeqa-reader"
+    path = save_compiled(compiled, tmp_path / "c" / "compiled.json", name="tor", dataset="hotpotqa", retriever="dense")
+    assert json.loads(path.read_text())["treeqa"]["adapter"]["predictors"] == ["fuse"]
+    with pytest.raises(ValueError, match="--reader-model"):
+        run_adapters_with(compiled, endpoint, cache=False)
+    run_adapters_with(compiled, endpoint, cache=False, reader_model="openai/treeqa-reader")
+    assert compiled.fuse.lm.model.endswith("/treeqa-reader") and compiled.fuse.lm.kwargs["api_base"] == \
+        "http://127.0.0.1:9/v1"
+    assert compiled.review.lm is None  # the others answer through the run's LM
+    with dspy.context(lm=endpoint):  # an app: the endpoint configured, then the file loaded
+        with pytest.raises(CompiledProgramError, match="reader_model"):
+            load_program(path, retriever=FakeRetriever())
+        served = load_program(path, retriever=FakeRetriever(), reader_model="openai/treeqa-reader")
+    assert served.fuse.lm.model.endswith("/treeqa-reader")
 
 
 def test_the_spec_fits_the_trained_reader_to_programs_that_declare_a_reading():

@@ -102,24 +102,29 @@ ConcurrencyOption = Annotated[int, typer.Option(help="Questions answered at once
 OldThreadsOption = Annotated[int | None, typer.Option("--threads", hidden=True, help="The old --concurrency.")]
 
 
+ReaderModelOption = Annotated[str | None, typer.Option(
+    help="On an endpoint: the model name it serves a compiled program's LoRA reader under (llama.cpp server "
+         "--lora, vLLM --lora-modules NAME=DIR), e.g. openai/treeqa-reader.", show_default=False)]
 CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (a name from `treeqa index build "
                                                        "--corpus-file FILE --name NAME`) instead.")]
 
 
 def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None,
-                   overrides: dict | None = None, lm: str | None = None):
+                   overrides: dict | None = None, lm: str | None = None, reader_model: str | None = None):
     """(program, CompiledFile, retriever, corpus) of a compiled file, read once: it searches what
     it was compiled against unless `retriever` or `corpus` say otherwise (your own corpus, or
     bm25); `overrides` replace stored settings. A recorded adapter is checked first, and refused
-    with `lm` (the run's LM name) other than the embedded model, before the model or an index
-    is loaded."""
+    with `lm` (the run's LM name) other than the embedded model unless `reader_model` names the
+    model that endpoint serves the adapter under, before the model or an index is loaded."""
     from treeqa.lm import LOCAL_NAMES
     from treeqa.programs import uses_retriever
     from treeqa.programs.compiled import CompiledFile, load_program, recorded_adapter_of
 
     found = CompiledFile.read(compiled)
-    if recorded_adapter_of(found) is not None and lm is not None and lm not in LOCAL_NAMES:
-        raise ValueError(f"{compiled} answers through a LoRA adapter of the embedded model; run it with --lm local")
+    from treeqa.programs.compiled.adapters import ENDPOINT_NEEDS_READER_MODEL
+
+    if recorded_adapter_of(found) is not None and lm is not None and lm not in LOCAL_NAMES and not reader_model:
+        raise ValueError(f"{compiled}: {ENDPOINT_NEEDS_READER_MODEL}")
     retriever = retriever or found.retriever
     corpus = corpus or found.corpus
     index = None

@@ -16,6 +16,7 @@ from treeqa.cli.common import (
     KindOption,
     LmOption,
     OldThreadsOption,
+    ReaderModelOption,
     SpecDefaults,
     app,
     fail,
@@ -71,10 +72,6 @@ ReaderOption = Annotated[str, typer.Option(help="The trained reader of ToR's and
                                                "(--optimizer trained-reader): released (the adapter shipped with "
                                                "treeqa, when its record fits), train (train one in this run: hours "
                                                "on 2 cores, resumable), or none (the paper's reader).")]
-ReaderModelOption = Annotated[str | None, typer.Option(help="On an endpoint: the model name it serves the trained "
-                                                            "reader's LoRA adapter under (llama.cpp server --lora, "
-                                                            "vLLM --lora-modules NAME=DIR), e.g. "
-                                                            "openai/treeqa-reader.")]
 
 
 @app.command("optimize")

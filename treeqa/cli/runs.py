@@ -17,6 +17,7 @@ from treeqa.cli.common import (
     KindOption,
     LmOption,
     OldThreadsOption,
+    ReaderModelOption,
     RetrieverOption,
     SpecDefaults,
     app,
@@ -95,6 +96,7 @@ def evaluate_cmd(
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
+    reader_model: ReaderModelOption = None,
     retriever: RetrieverOption = None,
     corpus: CorpusOption = None,
     preset: PresetOption = None,
@@ -114,7 +116,7 @@ def evaluate_cmd(
 
     try:
         dataset, split, asked = asked_questions(sample_name, ids, dataset, split, n, EVAL.n)
-        sample = {**asked, "seed": seed, "skip": skip, "lm": lm, "api_base": api_base,
+        sample = {**asked, "seed": seed, "skip": skip, "lm": lm, "api_base": api_base, "reader_model": reader_model,
                   "threads": threads or concurrency, "cache": cache}
         spec, loaded = _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset,
                                         parse_params(param), sample)
@@ -146,7 +148,8 @@ def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, prese
     if compiled:
         # the spec (and so the summary and recall@15) must say what the program searched
         loaded, found, retriever, corpus = load_searching(compiled, retriever, corpus, expect=program,
-                                                          overrides=params, lm=sample["lm"])
+                                                          overrides=params, lm=sample["lm"],
+                                                          reader_model=sample["reader_model"])
         program = found.program
         dataset = dataset or found.dataset  # questions of the set it was compiled for, unless told
         stored, preset = found.build_settings()

@@ -57,6 +57,7 @@ class EvalSpec(BaseModel):
     sample: str | None = None  # the committed sample `ids` come from, by name (a label: the ids decide)
     lm: str = "local"
     api_base: str | None = None
+    reader_model: str | None = None  # on an endpoint: the model it serves a compiled file's LoRA adapter under
     retriever: str = DEFAULT_KIND
     corpus: str | None = None  # a registered corpus of your own, searched instead of the dataset's
     preset: str | None = None
@@ -123,6 +124,8 @@ class EvalSpec(BaseModel):
             del out["side"]
         if out["corpus"] is None:
             del out["corpus"]
+        if out["reader_model"] is None:
+            del out["reader_model"]
         if not out["skip"]:
             del out["skip"]
         if self.ids is not None:  # the ids themselves, by their hash: other ids are another run
@@ -418,7 +421,7 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
     elif inner > 1 and hasattr(program, "threads"):
         program.threads = inner
     if program is not None:
-        run_adapters_with(program, lm, spec.cache)
+        run_adapters_with(program, lm, spec.cache, spec.reader_model)
     adapter = adapter_for(lm)
     with dspy.context(lm=lm, adapter=adapter):
         result = evaluate(program, examples, lm=lm, out_path=out_dir / RECORDS_NAME, threads=outer,

@@ -217,6 +217,7 @@ class OptimizeSpec(BaseModel):
         _, dev_split = splits_for(self.dataset)
         return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
                         skip=self.skip, ids=self.ids, sample=self.sample, lm=self.lm, api_base=self.api_base,
+                        reader_model=self.reader_model,
                         retriever=self.retriever, corpus=self.corpus, preset=self.preset,
                         params=self.params, threads=self.threads, cache=self.cache, side=side)
 

@@ -103,16 +103,15 @@ class TrainedReader(Teleprompter):
     Args:
         reader: "released" (the shipped adapter, checked against its record) or "train".
         out_dir: the run folder (`--reader train` trains in `out_dir/reader`, resumably).
-        reader_model: on an endpoint, the model name the endpoint serves the adapter under.
-        api_base: that endpoint.
+        reader_model: on an endpoint, the model name the endpoint serves the adapter under; the
+            evaluations ask it in the adapter's place (`run_adapters_with`).
     """
 
-    def __init__(self, reader: str = "released", out_dir: Path | None = None, reader_model: str | None = None,
-                 api_base: str | None = None):
+    def __init__(self, reader: str = "released", out_dir: Path | None = None, reader_model: str | None = None):
         super().__init__()
         if reader not in READERS[:2]:
             raise ValueError(f"--reader {reader}: the trained-reader compiler takes released or train")
-        self.reader, self.out_dir, self.reader_model, self.api_base = reader, out_dir, reader_model, api_base
+        self.reader, self.out_dir, self.reader_model = reader, out_dir, reader_model
 
     def compile(self, student: dspy.Module, *, trainset=None, **kwargs) -> dspy.Module:
         cls = type(student)
@@ -124,11 +123,7 @@ class TrainedReader(Teleprompter):
                              "--reader none")
         adapter, record, how = obtain_reader(self.reader, self.out_dir)
         program = with_trained_reading(student)
-        if embedded:
-            attach_adapter(program, adapter, [cls.reader])
-        else:
-            reader = dict(program.named_predictors())[cls.reader]
-            reader.lm = treeqa.lm.get_lm(self.reader_model, api_base=self.api_base)
+        attach_adapter(program, adapter, [cls.reader])  # the compiled file records it wherever it runs
         program.trained_reader_fit = reader_fit(record, how, cls.trained_reading or {}, cls.reader,
                                                 None if embedded else self.reader_model)
         program._compiled = True
@@ -136,7 +131,7 @@ class TrainedReader(Teleprompter):
 
 
 def _build(c: CompileContext) -> tuple[TrainedReader, dict]:
-    return TrainedReader(c.spec.reader, c.out_dir, c.spec.reader_model, c.spec.api_base), {}
+    return TrainedReader(c.spec.reader, c.out_dir, c.spec.reader_model), {}
 
 
 def _refuses(cls: type, settings: dict[str, Any]) -> str | None:

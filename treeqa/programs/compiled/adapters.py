@@ -68,19 +68,42 @@ def attach_adapter(program: dspy.Module, adapter: Path, predictors, path: Path |
         raise CompiledProgramError(str(exc)) from None
 
 
-def run_adapters_with(program: dspy.Module, lm, cache: bool) -> None:
-    """Fit a program's adapter predictors to the run's LM and cache, as every command must: they
-    answer on the embedded model, so an endpoint as the run's LM is refused (it would answer
-    only the other predictors), and `--no-cache` reaches them too."""
+ENDPOINT_NEEDS_READER_MODEL = ("this compiled program answers through a LoRA adapter (its reader); on an "
+                               "endpoint, serve the adapter (llama.cpp server --lora, vLLM --enable-lora "
+                               "--lora-modules NAME=DIR) and name that model with --reader-model "
+                               "(load_program(..., reader_model=NAME)), or run it with --lm local")
+
+
+def run_adapters_with(program: dspy.Module, lm, cache: bool, reader_model: str | None = None) -> None:
+    """Fit a program's adapter predictors to the run's LM and cache, as every command must: on the
+    embedded model they answer through the adapter, with `--no-cache` reaching them too; on an
+    endpoint they ask `reader_model`, the model the endpoint serves the adapter under, and without
+    one the run is refused (the endpoint would answer only the other predictors)."""
     # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm import is_embedded
 
     if not adapter_lms(program):
         return
-    if not is_embedded(lm):
-        raise ValueError("this compiled program answers through a LoRA adapter of the embedded model; "
-                         "run it with --lm local")
-    set_adapter_cache(program, cache)
+    if is_embedded(lm):
+        set_adapter_cache(program, cache)
+        return
+    if not reader_model:
+        raise ValueError(ENDPOINT_NEEDS_READER_MODEL)
+    serve_adapters_from(program, lm, reader_model, cache)
+
+
+def serve_adapters_from(program: dspy.Module, lm, reader_model: str, cache: bool = True) -> list[str]:
+    """The predictors that answer through the adapter ask `reader_model` on `lm`'s endpoint (its
+    api_base and key) instead; returns their names."""
+    # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
+    from treeqa.lm import get_lm
+
+    served = get_lm(reader_model, api_base=lm.kwargs.get("api_base"), api_key=lm.kwargs.get("api_key"), cache=cache)
+    names = sorted(adapter_lms(program))
+    for name, predictor in program.named_predictors():
+        if name in names:
+            predictor.lm = served
+    return names
 
 
 def set_adapter_cache(program: dspy.Module, cache: bool) -> None:

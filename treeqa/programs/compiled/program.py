@@ -10,7 +10,7 @@ from typing import Any
 
 import dspy
 
-from treeqa.programs.compiled.adapters import attach_adapter, recorded_adapter_of, save_adapter
+from treeqa.programs.compiled.adapters import attach_adapter, recorded_adapter_of, run_adapters_with, save_adapter
 from treeqa.programs.compiled.file import FORMAT, CompiledFile, CompiledProgramError
 from treeqa.programs.compiled.trusted import trusted_state
 
@@ -43,7 +43,7 @@ def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset:
 
 
 def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | None = None,
-                 overrides: dict[str, Any] | None = None) -> dspy.Module:
+                 overrides: dict[str, Any] | None = None, reader_model: str | None = None) -> dspy.Module:
     """A ready-to-call compiled program.
 
     Args:
@@ -55,6 +55,10 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
             another program is an error.
         overrides: settings to run with in place of the stored ones (e.g. the beam's
             `pick="vote"`); an unknown one is an error, as when building the program.
+        reader_model: for a file with a LoRA adapter when the configured LM (`dspy.configure`,
+            before this call) is an endpoint: the model name that endpoint serves the adapter
+            under; its predictors then ask that model. Without it such a load is an error, never
+            a program that mixes the endpoint with a local reader.
 
     Example:
         >>> program = load_program("runs/optimize/tor/compiled.json")
@@ -83,4 +87,13 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
                                    f"({type(exc).__name__}: {exc})") from exc
     if adapter is not None:
         attach_adapter(program, *adapter, path=path)
+        configured = dspy.settings.lm
+        if reader_model and configured is None:
+            raise CompiledProgramError(f"{path}: reader_model names a model on an endpoint; configure that "
+                                       "endpoint first (dspy.configure(lm=...)) so its address is known")
+        if configured is not None:
+            try:
+                run_adapters_with(program, configured, cache=configured.cache, reader_model=reader_model)
+            except ValueError as exc:
+                raise CompiledProgramError(f"{path}: {exc}") from None
     return program
