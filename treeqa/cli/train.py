@@ -291,3 +291,25 @@ def reader_cmd(
         raise typer.Exit(130) from None
     typer.echo(json.dumps({k: record[k] for k in ("reads", "adapter", "base_sha256")} |
                           {"best": record["training"].get("best")}, indent=2))
+
+
+@train_app.command("peft")
+def peft_cmd(
+    adapter: Annotated[Path, typer.Argument(help="A LoRA adapter (.gguf), e.g. treeqa/train/released/adapter.gguf "
+                                                 "or the one beside a compiled file.")],
+    out: Annotated[Path, typer.Argument(help="The folder for adapter_config.json and adapter_model.safetensors.")],
+) -> None:
+    """Write an adapter in PEFT's form, for a server that loads LoRA that way (vLLM: --enable-lora
+    --lora-modules NAME=OUT); llama.cpp's server takes the .gguf itself (--lora)."""
+    from treeqa.lm.adapter_check import AdapterError
+    from treeqa.lm.peft_export import write_peft
+
+    if not adapter.is_file():
+        fail(f"{adapter}: no such adapter")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        fail(f"{out}: give a new or empty folder (nothing is written over)")
+    try:
+        folder = write_peft(adapter, out)
+    except AdapterError as exc:
+        fail(exc)
+    typer.echo(f"wrote {folder / 'adapter_config.json'} and {folder / 'adapter_model.safetensors'}")
