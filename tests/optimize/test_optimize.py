@@ -12,6 +12,7 @@ from treeqa.optimize import (
     gepa_split,
     max_calls_per_question,
     optimizer_names,
+    plan,
     preparers,
     run_optimize,
     splits_for,
@@ -422,3 +423,24 @@ def test_a_program_is_resolved_once_at_the_door(scripted, tmp_path, monkeypatch)
     # once more for the evaluation spec both sides share (a spec of its own, checked as one);
     # compiling, building both programs, evaluating and reporting resolve nothing again
     assert resolved == [("direct", {}, None)]
+
+
+def test_against_runs_a_baseline_on_the_same_questions_and_pairs_each_side_with_it(scripted, tmp_path):
+    """`make demo`'s run: rta beside the zero-shot and compiled program, on the same questions, with a
+    line that says so few questions show the way, not a claim."""
+    lines = []
+    result = run_optimize(_spec(against="cot", optimizer="bootstrap"), tmp_path / "o", echo=lines.append)
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    against = report["against"]
+    assert against["program"] == "cot" and against["summary"]["n"] == 2
+    assert set(against) == {"program", "summary", "compiled vs cot", "zero-shot vs cot"}
+    def ids(side):
+        records = (tmp_path / "o" / side / "predictions.jsonl").read_text().splitlines()
+        return [json.loads(line)["id"] for line in records]
+
+    assert ids("baseline") == ids("compiled")  # the same questions
+    assert "| cot |" in result["table"] and "compiled vs cot" in (tmp_path / "o" / "report.md").read_text()
+    assert any("show the way, not a claim" in line for line in lines) and "not a claim" in report["note"]
+    assert plan(_spec(against="cot"))["against_max"] == 2
+    with pytest.raises(ValueError, match="nosuch"):
+        _spec(against="nosuch")

@@ -113,6 +113,8 @@ def optimize_cmd(
     zero_shot: ZeroShotOption = OPT.zero_shot,
     reader: ReaderOption = OPT.reader,
     reader_model: ReaderModelOption = None,
+    against: Annotated[str | None, typer.Option(help="Also run this program zero-shot on the same questions and "
+                                                     "pair each side with it (make demo: rta).")] = None,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.evaluation.loop import RunAborted
@@ -128,7 +130,8 @@ def optimize_cmd(
                             preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
                             cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from,
-                            zero_shot=zero_shot, reader=reader, reader_model=reader_model)
+                            zero_shot=zero_shot, reader=reader, reader_model=reader_model,
+                            against=against)
         if spec.default_compile_note:  # said, not done silently
             typer.echo(spec.default_compile_note)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)

@@ -180,7 +180,7 @@ RUN_FILES = frozenset({"spec.json", "predictions.jsonl", "predictions.jsonl.gz",
 SIDES = ("compiled", "zero-shot")
 # what an optimize run's folder holds (its compilers keep their records beside compiled.json)
 OPTIMIZE_FILES = frozenset({"spec.json", "compiled.json", "report.json", "report.md", *SIDES, ".lock", "view.html",
-                            "finetune", "query-calls.jsonl", "recorded-reads.jsonl"})
+                            "finetune", "query-calls.jsonl", "recorded-reads.jsonl", "reader", "baseline"})
 KINDS = {"evaluate": "an evaluation run (treeqa evaluate)", "optimize": "an optimize run (treeqa optimize)"}
 
 

@@ -97,6 +97,7 @@ def plan_line(spec: OptimizeSpec, calls: dict[str, int]) -> str:
     return (f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
             f"{zero_plan}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
             f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}"
+            + (f", {spec.against} ≤ {calls['against_max']:,}" if "against_max" in calls else "")
             + (f"; weight training ~{calls['training_seconds_est'] / 60:.0f} min on 2 cores"
                if "training_seconds_est" in calls else ""))
 
@@ -256,6 +257,26 @@ def evaluate_sides(spec: OptimizeSpec, checked: Checked, compiled: dspy.Module, 
     return comp, zero
 
 
+def evaluate_baseline(spec: OptimizeSpec, checked: Checked, echo=print) -> dict | None:
+    """`--against`'s program, zero-shot, on the same questions (its own run, in OUT/baseline)."""
+    if spec.against is None:
+        return None
+    echo(f"[+] {spec.against} on the same {spec.dev} questions, every side paired with it")
+    baseline = checked.eval_spec.model_copy(update={"program": spec.against, "params": {}, "preset": None,
+                                                    "side": None})
+    return run_evaluation(EvalSpec.model_validate(baseline.model_dump()), checked.out_dir / "baseline")
+
+
+FEW_QUESTIONS = 30  # below this a figure shows the way, not a claim (one question is 3.3 EM at 30)
+
+
+def few_questions_line(spec: OptimizeSpec) -> str | None:
+    if spec.dev >= FEW_QUESTIONS:
+        return None
+    return (f"{spec.dev} questions: one question moves EM by {100 / spec.dev:.0f} points, so these figures show "
+            "the way, not a claim (docs/results.md holds the figures on 100-197 questions)")
+
+
 def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only: bool = False,
                  echo=print) -> dict[str, Any]:
     """Compile on train against EM, evaluate compiled then zero-shot on dev, report; resumable."""
@@ -268,10 +289,13 @@ def run_optimize(spec: OptimizeSpec, out: str | Path | None = None, *, plan_only
         checked = check(spec, out_dir, hold)
         compiled, compile_info = compile_program(spec, checked, treeqa.lm.get_lm(spec.lm, api_base=spec.api_base), echo)
         comp, zero = evaluate_sides(spec, checked, compiled, echo)
+        baseline = evaluate_baseline(spec, checked, echo)
         written = write_report(spec, out_dir, checked.splits, comp, zero, compile_info, calls,
-                               len(checked.trainset))
+                               len(checked.trainset), baseline=baseline, note=few_questions_line(spec))
     echo(written["table"])
     if written["paired_table"]:
         echo(written["paired_table"])
+    if few_questions_line(spec):
+        echo(few_questions_line(spec))
     echo(f"written to {out_dir}")
     return {"report": written["report"], "out": out_dir, "table": written["table"]}

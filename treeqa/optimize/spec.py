@@ -116,6 +116,8 @@ class OptimizeSpec(BaseModel):
     # released adapter, one trained in this run, or none (the default compile then keeps the paper's reader)
     reader: Literal["released", "train", "none"] = "released"
     reader_model: str | None = None  # on an endpoint: the model name it serves the trained reader's adapter under
+    # a program run zero-shot on the same questions too, each side paired with it (`make demo`: rta)
+    against: str | None = None
 
     _resolved: ProgramSpec | None = PrivateAttr(default=None)
     _default_note: str | None = PrivateAttr(default=None)
@@ -135,6 +137,8 @@ class OptimizeSpec(BaseModel):
         self._default_compile()
         names = stages(self.optimizer)
         check_spec_names(self.dataset, None, self.retriever)
+        if self.against is not None:
+            resolve_program(self.against, {}, None)  # an unknown name is an error now, not after the compile
         if self.retriever == GoldRetriever.kind:
             raise ValueError("--retriever gold hands each question its own gold paragraphs: it measures reading "
                              "alone (`treeqa evaluate`); a program compiled on it would learn from paragraphs no "
@@ -253,6 +257,8 @@ def plan(spec: OptimizeSpec) -> dict[str, int]:
     out = {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q if spec.zero_shot else 0,
            "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
            "compiled_max": spec.dev * (1 if spec.replay_from else per_q)}  # a replay: one reader call
+    if spec.against is not None:
+        out["against_max"] = spec.dev * resolve_program(spec.against, {}, None).call_bound
     if any(training):
         seconds = round(sum(price(spec.train, spec) for price in training if price))
         if seconds:
