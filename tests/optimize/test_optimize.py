@@ -444,3 +444,24 @@ def test_against_runs_a_baseline_on_the_same_questions_and_pairs_each_side_with_
     assert plan(_spec(against="cot"))["against_max"] == 2
     with pytest.raises(ValueError, match="nosuch"):
         _spec(against="nosuch")
+
+
+def test_a_compile_can_start_from_a_compiled_file(scripted, tmp_path):
+    """`--from`: the stages run on the file's program (its demos kept), and the new file says
+    which file, by hash, it grew from; a file of another program or dataset is refused first."""
+    from treeqa.optimize.run import check
+
+    program = build_program("direct")
+    program.answer.demos = [dspy.Example(question="What is the capital of France?", answer="Paris")]
+    source = save_compiled(program, tmp_path / "src" / "compiled.json", name="direct", dataset="hotpotqa",
+                           retriever="dense")
+    checked = check(_spec(optimizer="bootstrap", start_from=str(source)), tmp_path / "checked")
+    assert [d["answer"] for d in checked.program.answer.demos] == ["Paris"]  # the file's program is the student
+    run_optimize(_spec(optimizer="bootstrap", max_demos=1, start_from=str(source), zero_shot=False), tmp_path / "o")
+    recipe, _ = read_recipe(tmp_path / "o" / "compiled.json")
+    assert recipe["compile"]["started_from"]["file"] == str(source)
+    assert len(recipe["compile"]["started_from"]["sha256"]) == 64
+    with pytest.raises(ValueError, match="holds a compiled 'direct' program"):
+        run_optimize(_spec(program="cot", optimizer="bootstrap", start_from=str(source)), tmp_path / "third")
+    with pytest.raises(ValueError, match="compiled on hotpotqa, not musique"):
+        run_optimize(_spec(dataset="musique", dev=1, optimizer="bootstrap", start_from=str(source)), tmp_path / "4")

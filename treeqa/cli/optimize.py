@@ -113,6 +113,10 @@ def optimize_cmd(
     zero_shot: ZeroShotOption = OPT.zero_shot,
     reader: ReaderOption = OPT.reader,
     reader_model: ReaderModelOption = None,
+    start_from: Annotated[str | None, typer.Option("--from", help="A compiled file (compiled.json) to compile "
+                                                                  "further: the stages run on its program "
+                                                                  "(e.g. --from judged.json --optimizer "
+                                                                  "trained-reader).")] = None,
     against: Annotated[str | None, typer.Option(help="Also run this program zero-shot on the same questions and "
                                                      "pair each side with it (make demo: rta).")] = None,
 ) -> None:
@@ -131,7 +135,7 @@ def optimize_cmd(
                             trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
                             cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from,
                             zero_shot=zero_shot, reader=reader, reader_model=reader_model,
-                            against=against)
+                            against=against, start_from=start_from)
         if spec.default_compile_note:  # said, not done silently
             typer.echo(spec.default_compile_note)
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)

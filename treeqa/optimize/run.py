@@ -36,6 +36,7 @@ from treeqa.evaluation.runs import (
     select_examples,
 )
 from treeqa.lm import adapter_for
+from treeqa.lm.adapter import sha256_of
 from treeqa.optimize.report import write_report
 from treeqa.optimize.spec import OptimizeSpec, make_teleprompter, plan, splits_for, stages
 from treeqa.programs.compiled import CompiledFile, load_program, save_compiled
@@ -180,8 +181,22 @@ def check(spec: OptimizeSpec, out_dir: Path, hold: ExitStack | None = None) -> C
     retriever = None
     if spec.resolved.needs_retriever:
         retriever = treeqa.retrievers.get_retriever(spec.dataset, spec.retriever, corpus=spec.corpus)
-    program = spec.resolved.build(retriever)
+    program = spec.resolved.build(retriever) if spec.start_from is None else start_program(spec, retriever)
     return Checked(out_dir, eval_spec, train_dataset, splits, trainset, fit_on, valset, retriever, program, found)
+
+
+def start_program(spec: OptimizeSpec, retriever) -> dspy.Module:
+    """The program in `--from`'s compiled file (its settings, fitted state and adapter), searching
+    this run's index; a file of another program is an error before any LM call."""
+    from treeqa.programs.compiled import CompiledProgramError
+
+    found = CompiledFile.read(Path(spec.start_from))
+    if found.dataset != spec.dataset:
+        raise ValueError(f"--from {spec.start_from} was compiled on {found.dataset}, not {spec.dataset}")
+    try:
+        return load_program(found, retriever=retriever, expect=spec.program)
+    except CompiledProgramError as exc:
+        raise ValueError(f"--from {exc}") from None
 
 
 def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=print) -> tuple[dspy.Module, dict]:
@@ -217,6 +232,8 @@ def compile_program(spec: OptimizeSpec, checked: Checked, lm: dspy.LM, echo=prin
             "seconds": round(time.perf_counter() - started, 1), "lm_calls": calls_made,
             "demos": {name: len(p.demos) for name, p in compiled.named_predictors()},
             "instructions_changed": changed_instructions(checked.program, compiled)}
+    if spec.start_from:
+        info["started_from"] = {"file": spec.start_from, "sha256": sha256_of(Path(spec.start_from))}
     for found in FITS_RECORDED:
         if getattr(compiled, found, None):
             info[found] = getattr(compiled, found)

@@ -118,6 +118,8 @@ class OptimizeSpec(BaseModel):
     reader_model: str | None = None  # on an endpoint: the model name it serves the trained reader's adapter under
     # a program run zero-shot on the same questions too, each side paired with it (`make demo`: rta)
     against: str | None = None
+    # a compiled file the compile starts from (`--from`): its stages run on that program, not a zero-shot one
+    start_from: str | None = None
 
     _resolved: ProgramSpec | None = PrivateAttr(default=None)
     _default_note: str | None = PrivateAttr(default=None)
