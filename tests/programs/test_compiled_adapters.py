@@ -94,6 +94,12 @@ def test_9_serve_holds_an_adapters_predictor_to_lm_and_no_cache(base, engines, t
         load_served(str(path), "direct", "hotpotqa", None, "openai/gpt-4o-mini", None)
     served = load_served(str(path), "direct", "hotpotqa", None, "local", None, cache=False)
     assert served.program.answer.lm.cache is False and served.program.answer.lm.adapter is not None
+    endpoint = load_served(str(path), "direct", "hotpotqa", None, "openai/base", "http://127.0.0.1:9/v1",
+                           cache=False, reader_model="openai/treeqa-reader")
+    assert endpoint.program.answer.lm.model.endswith("/treeqa-reader")  # the server's adapter, not a local one
+    assert endpoint.program.answer.lm.kwargs["api_base"] == "http://127.0.0.1:9/v1"
+    result = run_cli("ask", "Who?", "--compiled", str(path), "--lm", "openai/base", "--api-base", "http://127.0.0.1:9/v1")
+    assert result.exit_code == 1 and "--reader-model" in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_the_engine_loads_the_bytes_that_were_checked_not_a_file_swapped_after(base, engines, tmp_path):

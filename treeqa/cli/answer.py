@@ -13,6 +13,7 @@ from treeqa.cli.common import (
     CompiledOption,
     CorpusOption,
     LmOption,
+    ReaderModelOption,
     RetrieverOption,
     ZeroShotDatasetOption,
     ZeroShotOption,
@@ -45,6 +46,7 @@ def ask(
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
+    reader_model: ReaderModelOption = None,
     tree: Annotated[bool, typer.Option("--tree", help="Also print the search tree.")] = False,
     cache: Annotated[bool, typer.Option(help="Answer from DSPy's response cache when this question was asked "
                                              "before (kept per model and endpoint).")] = True,
@@ -61,11 +63,11 @@ def ask(
     try:
         question = check_question(question, "ask")
         if compiled:
-            qa = load_searching(compiled, retriever, corpus, lm=lm)[0]
+            qa = load_searching(compiled, retriever, corpus, lm=lm, reader_model=reader_model)[0]
         else:
             qa = zero_shot(program, dataset, retriever, corpus)
         model = get_lm(lm, api_base=api_base, cache=cache)
-        run_adapters_with(qa, model, cache)
+        run_adapters_with(qa, model, cache, reader_model)
         with dspy.context(lm=model, adapter=adapter_for(model)):
             prediction = qa(question=question)
     except (ValueError, FileNotFoundError) as exc:
@@ -82,13 +84,13 @@ def ask(
 
 
 def load_served(compiled: str | None, program: str, dataset: str, retriever: str | None, lm: str,
-                api_base: str | None, corpus: str | None = None, cache: bool = True):
+                api_base: str | None, corpus: str | None = None, cache: bool = True, reader_model: str | None = None):
     """(served program, LM, program info) for `serve`: a compiled file, or a zero-shot program."""
     from treeqa.lm import adapter_for, get_lm
     from treeqa.serving import Served, program_info
 
     if compiled:
-        qa, found, _, corpus = load_searching(compiled, retriever, corpus, lm=lm)
+        qa, found, _, corpus = load_searching(compiled, retriever, corpus, lm=lm, reader_model=reader_model)
         name = found.program
         dataset = (corpus or found.dataset) if uses_retriever(name, *found.build_settings()) else None
     else:
@@ -96,7 +98,7 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
         qa = zero_shot(program, dataset, retriever, corpus)
         dataset = (corpus or dataset) if uses_retriever(program) else None
     model = get_lm(lm, api_base=api_base, cache=cache)
-    run_adapters_with(qa, model, cache)
+    run_adapters_with(qa, model, cache, reader_model)
     if hasattr(model, "wait_ready"):
         model.wait_ready()  # an endpoint's first-use warm-up at start-up, not in the first request
     return Served(qa, model, adapter_for(model), program_info(qa, name, model, dataset, found))
@@ -112,6 +114,7 @@ def serve(
     lm: LmOption = "local",
     api_base: ApiBaseOption = None,
     api_key: ApiKeyOption = None,
+    reader_model: ReaderModelOption = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     concurrency: Annotated[int, typer.Option(help="Requests answered at once (the embedded engine: 1).")] = 1,
@@ -139,7 +142,8 @@ def serve(
     if not body_timeout > 0:
         fail(f"--body-timeout must be a positive number of seconds (got {body_timeout:g})")
     try:
-        served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus, cache=cache)
+        served = load_served(compiled, program, dataset, retriever, lm, api_base, corpus, cache=cache,
+                             reader_model=reader_model)
     except (ValueError, FileNotFoundError) as exc:
         fail(exc)
     from treeqa.lm import memory_only_cache
