@@ -65,3 +65,18 @@ def test_bfloat16_where_the_cpu_has_it_and_a_recipe_matches_across_dtypes(monkey
     assert ReaderRecipe.from_dict(fast.to_dict()) == fast
     other = ReaderRecipe(per_question=2)
     assert recipe_differences(other.to_dict(), ReaderRecipe()) == ["per_question: 2 != 1"]
+
+
+def test_a_trained_reader_is_released_with_its_record_and_read_back(tmp_path, monkeypatch):
+    from treeqa.train.released import ReleasedReaderError, release, released_reader
+
+    monkeypatch.setattr("treeqa.train.reader.native_bf16", lambda: False)
+    train_reader(tmp_path / "r", build=fake_build([]), train=fake_train({}), say=lambda line: None)
+    folder = release(tmp_path / "r", tmp_path / "released", trained_from="c6705fb")
+    found = released_reader(folder)
+    assert found.adapter.read_bytes() == b"weights" and found.record["trained_from"] == "c6705fb"
+    assert found.record["command"].startswith("treeqa train reader")
+    assert found.record["adapter"]["file"] == "adapter.gguf"
+    (tmp_path / "r" / "lora" / "adapter.gguf").write_bytes(b"changed")
+    with pytest.raises(ReleasedReaderError, match="sha256"):
+        release(tmp_path / "r", tmp_path / "again")

@@ -12,6 +12,7 @@ Anything else is refused by name, never used silently (`--reader train` trains o
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,22 @@ def differences(released: ReleasedReader, recipe: ReaderRecipe, base_sha256: str
     out += [f"reads.{k}: {recorded.get(k)!r} != {v!r}" for k, v in reads_settings.items() if recorded.get(k) != v]
     out += [f"reads.{k}: {recorded[k]!r} != (unset)" for k in recorded if k not in reads_settings]
     return out
+
+
+def release(trained: Path, folder: Path | None = None, **extra: Any) -> Path:
+    """Make the reader `train_reader` wrote in `trained` the released one: its adapter copied into
+    `folder` (default: the package's) as adapter.gguf, and its record as reader.json with `extra`
+    (the checkout it was trained from, the machine, its validation figures) and the command that
+    rebuilds it. Returns the folder."""
+    record = json.loads((Path(trained) / "reader.json").read_text(encoding="utf-8"))
+    source = Path(trained) / record["adapter"]["file"]
+    if sha256_of(source) != record["adapter"]["sha256"]:
+        raise ReleasedReaderError(f"{source}: its sha256 is not the one {trained}/reader.json records")
+    folder = Path(folder) if folder is not None else RELEASED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, folder / "adapter.gguf")
+    record["adapter"]["file"] = "adapter.gguf"
+    record.update({"command": REBUILD_COMMAND, **extra})
+    (folder / "reader.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    released_reader(folder)  # what was written reads back whole
+    return folder
