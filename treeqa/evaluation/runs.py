@@ -15,10 +15,11 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, computed_field, field_validator, model_validator
 
 from treeqa.data import DEFAULT_DATASET
+from treeqa.evaluation.machine import machine
 from treeqa.evaluation.tables import markdown_table
 from treeqa.programs import ProgramSpec, resolve_program
 from treeqa.retrievers import DEFAULT_KIND
-from treeqa.settings import default_runs_dir, portable_path, recorded_command, without_userinfo
+from treeqa.settings import default_runs_dir, get_settings, portable_path, recorded_command, without_userinfo
 
 RUNS_DIR = default_runs_dir()
 
@@ -406,7 +407,7 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
     from treeqa.evaluation.decisions import decisions
     from treeqa.evaluation.loop import evaluate
     from treeqa.evaluation.records import RECORDS_NAME
-    from treeqa.lm import adapter_for, get_lm
+    from treeqa.lm import adapter_for, get_lm, is_embedded
     from treeqa.programs.compiled import run_adapters_with
     from treeqa.retrievers import get_retriever
 
@@ -440,8 +441,9 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
         data["corpus"] = f"your corpus {spec.corpus!r}" if spec.corpus else corpus_description(spec.dataset)
         data["retriever"] = spec.retriever
     summary = {"summary": result["summary"], "spec": spec.model_dump(), "data": data,
-               "command": recorded_command(), "versions": versions()}
+               "command": recorded_command(), "versions": versions(),
+               "machine": machine(engine_threads=get_settings().threads if is_embedded(lm) else None)}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return {"summary": result["summary"], "out": out_dir, "records": result["records"], "data": data,
-            "table": markdown_table({label: result["summary"]})}
+            "machine": summary["machine"], "table": markdown_table({label: result["summary"]})}
 

@@ -40,7 +40,7 @@ def write_report(spec, out_dir: Path, splits: dict[str, str], compiled: dict, ze
     report = {"spec": spec.model_dump(), "splits": splits, "data": compiled["data"],
               "zero_shot": zero["summary"] if zero else None, "compiled": compiled["summary"],
               "compiled_vs_zero_shot": paired, "compile": compile_info, "plan": calls,
-              "command": recorded_command(), "versions": versions()}
+              "command": recorded_command(), "versions": versions(), "machine": compiled.get("machine")}
     if baseline:
         report["against"] = {"program": spec.against, "summary": baseline["summary"],
                              **{k: v for k, v in comparisons.items() if spec.against in k}}
