@@ -14,11 +14,20 @@ import typer
 from treeqa.cli.common import app, fail, parse_params
 from treeqa.lm.lora import LoraRecipe
 from treeqa.programs.compiled import CompiledProgramError, read_recipe
+from treeqa.train import outputs
 from treeqa.train.attach import attach_to_compiled, source_program
 
 train_app = typer.Typer(help="A program's trained weights (LoRA adapters on the embedded model).",
                         no_args_is_help=True)
 app.add_typer(train_app, name="train")
+
+
+def claimed(out: Path, writes: tuple[str, ...], ours, command: str) -> None:
+    """`outputs.claim_folder`, its refusal told in one line."""
+    try:
+        outputs.claim_folder(out, writes, ours, command)
+    except ValueError as exc:
+        fail(exc)
 
 
 @train_app.command("attach")
@@ -45,6 +54,10 @@ def attach_cmd(
     and no LM is called."""
     if not adapter.is_file():
         fail(f"{adapter}: no such adapter")
+    try:
+        outputs.claim_file(out, outputs.is_compiled_file, "a compiled program (.json)")
+    except ValueError as exc:
+        fail(exc)
     try:
         path, predictors = attach_to_compiled(compiled, adapter, out, predictor or [], dataset,
                                               parse_params(param or []))
@@ -90,6 +103,7 @@ def reads_cmd(
         weights = parse_mix(mix) if mix is not None else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--mix") from None
+    claimed(out, outputs.READS_FILES, outputs.reads_folder_is_ours, "treeqa train reads")
     if evidence_distractors not in EVIDENCE_DISTRACTORS:
         raise typer.BadParameter(" or ".join(EVIDENCE_DISTRACTORS), param_hint="--evidence-distractors")
     takes = [t for t in TAKES if evidence or t.split != "evidence"]
@@ -118,6 +132,7 @@ def tor_reads_cmd(
     from treeqa.evaluation.replay import ReplayError
     from treeqa.train.tor_reads import write_tor_reads
 
+    claimed(out, outputs.READS_FILES, outputs.reads_folder_is_ours, "treeqa train tor-reads")
     try:
         manifest = write_tor_reads(run, compiled, out, seed=seed, partial_share=partial_share,
                                    validation_share=validation_share)
@@ -182,6 +197,10 @@ def score_cmd(
         raise typer.BadParameter("validation, train or both", param_hint="--side")
     if unknown := set(kind or []) - set(KINDS):
         raise typer.BadParameter(f"unknown kind(s) {sorted(unknown)}; kinds: {', '.join(KINDS)}", param_hint="--kind")
+    try:
+        outputs.claim_file(out, outputs.is_scores_file, "a scores file of `treeqa train score` (resumed)")
+    except ValueError as exc:
+        fail(exc)
     chosen = [r for r in read_set(reads, None if side == "both" else side, per_question)
               if not kind or r["kind"] in kind][:limit]
     if not chosen:
@@ -252,6 +271,7 @@ def lora_cmd(
     from treeqa.lm.lora import native_bf16
     from treeqa.train.chats import train_and_validation_reads, training_chats
 
+    claimed(out, outputs.LORA_FILES, outputs.lora_folder_is_ours, "treeqa train lora")
     train, held_out = train_and_validation_reads(reads, per_question, yes_no_built, limit)
     try:
         train_chats, held_out_chats = training_chats(reads, train, held_out, with_reasons, reasoned_only,
@@ -284,6 +304,7 @@ def reader_cmd(
     This is what the trained-reader compiler runs, and how the released reader was trained."""
     from treeqa.train.reader import train_reader
 
+    claimed(out, outputs.READER_FILES, outputs.reader_folder_is_ours, "treeqa train reader")
     try:
         record = train_reader(out, budget_s=budget_s, device=device, say=lambda line: typer.echo(line, err=True))
     except KeyboardInterrupt:
