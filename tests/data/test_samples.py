@@ -96,3 +96,22 @@ def test_an_id_list_is_read_in_order_and_a_repeat_is_refused(tmp_path):
     path.write_text("a\nb\na\n")
     with pytest.raises(SampleError, match="'a' twice"):
         read_ids(path)
+
+
+def test_an_id_list_with_a_byte_order_mark_or_too_large_is_read_or_refused(tmp_path, monkeypatch):
+    path = tmp_path / "ids.txt"
+    path.write_bytes("\ufeffhp-dev-1\nhp-dev-2\n".encode())  # as Windows editors save UTF-8
+    assert read_ids(path) == ["hp-dev-1", "hp-dev-2"]
+    monkeypatch.setattr("treeqa.data.sample_ids.MAX_IDS_BYTES", 16)
+    path.write_text("a\n" * 20)
+    with pytest.raises(SampleError, match="not a list of question ids"):
+        read_ids(path)
+
+
+def test_questions_by_id_refuse_a_skip_or_a_seed_that_would_be_ignored():
+    from treeqa.evaluation.runs import EvalSpec
+
+    assert EvalSpec(program="direct", ids=["a", "b"], n=2).ids == ["a", "b"]
+    for extra in ({"skip": 1}, {"seed": 5}):
+        with pytest.raises(ValueError, match="--skip and --seed do not apply"):
+            EvalSpec(program="direct", ids=["a", "b"], n=2, **extra)

@@ -23,10 +23,19 @@ class SampleError(ValueError):
     """An id list or a sample name that cannot be used."""
 
 
+MAX_IDS_BYTES = 16 << 20  # ~500,000 ids; far more than any split holds, so /dev/zero is not read to the end
+
+
 def read_ids(path: Path) -> list[str]:
-    """The ids of a list file, in order; an empty list or an id given twice is refused."""
+    """The ids of a list file, in order (a UTF-8 byte-order mark, as Windows editors write one, is
+    not part of the first id); an empty list, an id given twice, or a file over MAX_IDS_BYTES is
+    refused."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as handle:
+            data = handle.read(MAX_IDS_BYTES + 1)
+        if len(data) > MAX_IDS_BYTES:
+            raise SampleError(f"{path} is over {MAX_IDS_BYTES >> 20} MB: not a list of question ids")
+        text = data.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise SampleError(f"cannot read the id list {path}: {exc}") from exc
     ids = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]

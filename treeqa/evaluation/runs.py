@@ -98,6 +98,8 @@ class EvalSpec(BaseModel):
 
         if not self.ids or len(set(self.ids)) != len(self.ids):
             raise ValueError("ids must name at least one question, each once")
+        if self.skip or self.seed:  # the ids are the questions, in their order: a skip or seed would be ignored
+            raise ValueError("questions by id (--sample/--ids) are asked as listed: --skip and --seed do not apply")
         if self.n != len(self.ids):
             raise ValueError(f"n={self.n} but {len(self.ids)} ids are given: a run by ids asks them all")
         if self.sample is not None:

@@ -221,7 +221,8 @@ class OptimizeSpec(BaseModel):
         """The evaluation of the program on the dev questions: of one side of this run ('compiled'
         or 'zero-shot'), or (None) a run of its own, as a reference run a zero-shot side adopts."""
         _, dev_split = splits_for(self.dataset)
-        return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=self.seed,
+        seed = self.seed if self.ids is None else 0  # by id, the seed seeds the compile alone
+        return EvalSpec(program=self.program, dataset=self.dataset, split=dev_split, n=self.dev, seed=seed,
                         skip=self.skip, ids=self.ids, sample=self.sample, lm=self.lm, api_base=self.api_base,
                         reader_model=self.reader_model,
                         retriever=self.retriever, corpus=self.corpus, preset=self.preset,
