@@ -341,3 +341,16 @@ def test_yes_no_by_template_balances_each_common_template_on_its_own():
     assert answers[("the same country?", "no")] == answers[("the same country?", "yes")] == 2
     assert answers[("the same nationality?", "yes")] == answers[("the same nationality?", "no")] == 2
     assert dropped == 2 * 6 + 1  # the rare template, balanced with the dataset's other questions (none)
+
+
+def test_a_set_edited_after_its_manifest_is_refused_where_it_is_read(tmp_path):
+    from treeqa.train.reads import write_rows
+
+    rows = [{"id": "q1:gold", "question_id": "q1", "side": "train", "kind": "gold", "answer": "Paris",
+             "chat": {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "Paris"}]}}]
+    write_rows(rows, tmp_path, {}, {})
+    assert len(read_set(tmp_path)) == 1
+    with (tmp_path / "reads.jsonl").open("a") as f:
+        f.write(json.dumps(rows[0] | {"id": "q2:gold", "question_id": "q2"}) + "\n")
+    with pytest.raises(DataError, match="edited or torn since it was built"):
+        read_set(tmp_path)

@@ -444,8 +444,10 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
     file = folder / "reads.jsonl" if folder.is_dir() else folder
     if not file.is_file():
         raise FileNotFoundError(f"{file}: no reader set here; build one with `treeqa train reads --out {folder}`")
+    data = file.read_bytes()
+    check_against_manifest(file, data)
     reads = []
-    for i, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    for i, line in enumerate(data.decode("utf-8").splitlines(), start=1):
         try:
             rec = json.loads(line)
             rec["chat"]["messages"]  # noqa: B018 - a read without a chat is torn
@@ -464,6 +466,22 @@ def read_set(path: Path, side: str | None = None, per_question: int | None = Non
         keep |= {rec["id"] for rec in reads
                  if rec["kind"] in ("gold", "partial") and answer_class(rec.get("answer", "")) != "other"}
     return [rec for rec in reads if rec["id"] in keep]
+
+
+def check_against_manifest(file: Path, data: bytes) -> None:
+    """A set's reads are the ones its manifest hashed: a reads.jsonl edited (or torn) since it was
+    built would train or score on what no manifest describes."""
+    manifest = file.parent / "manifest.json"
+    if not manifest.is_file():
+        return
+    try:
+        wanted = json.loads(manifest.read_text(encoding="utf-8")).get("reads_sha256")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        raise DataError(f"{manifest}: not a reader set's manifest (rebuild the set with "
+                        "`treeqa train reads`)") from None
+    if wanted and hashlib.sha256(data).hexdigest() != wanted:
+        raise DataError(f"{file} is not the file {manifest} hashed (edited or torn since it was built): rebuild the "
+                        "set with `treeqa train reads`")
 
 
 def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
