@@ -162,3 +162,27 @@ def test_the_plan_prices_a_training_only_when_one_is_asked_for(released):
     assert released_plan["compile_max"] == 0 and "training_seconds_est" not in released_plan
     trained = plan(OptimizeSpec(program="tor", optimizer=None, train=None, dev=2, reader="train"))
     assert trained["training_seconds_est"] > 3600  # hours on 2 cores: said before it starts
+
+
+def test_the_default_compile_of_tor_is_the_judge_then_the_trained_reader_in_one_file(released, train, tmp_path):
+    """`optimize --program tor`'s compile as `compile_program` runs it: the path judge fitted from
+    the annotations, the annotated demos kept on the search's predictors, the reader bare in rta's
+    prompt through the released adapter; the file reloads all of it."""
+    from treeqa.judging.path_judge import PathJudge
+    from treeqa.lm import get_lm
+    from treeqa.optimize.run import Checked, compile_program
+
+    hotpot, _ = train
+    spec = OptimizeSpec(program="tor", optimizer=None, train=None)
+    assert spec.optimizer == "path-judge+trained-reader"
+    checked = Checked(tmp_path, spec.eval_spec(), "hotpotqa", {"train": "train", "dev": "dev"}, hotpot, hotpot, None,
+                      FakeRetriever(), spec.resolved.build(FakeRetriever()))
+    compiled, info = compile_program(spec, checked, get_lm("local", cache=False), echo=lambda *a: None)
+    assert info["lm_calls"] == 0 and info["judge_fit"] and info["trained_reader_fit"]["reader"] == "released"
+    assert (compiled.fusion, compiled.read_top) == ("passages", 5) and compiled.path_judge
+    assert compiled.fuse.demos == [] and compiled.review.demos  # the search's demos stay, the reader is bare
+    loaded = load_program(tmp_path / "compiled.json", retriever=FakeRetriever())
+    assert PathJudge.model_validate(loaded.path_judge) == PathJudge.model_validate(compiled.path_judge)
+    assert set(adapter_lms(loaded)) == {"fuse"} and loaded.fusion == "passages"
+    recipe = json.loads((tmp_path / "compiled.json").read_text())["treeqa"]
+    assert recipe["compile"]["trained_reader_fit"]["adapter_sha256"] == recipe["adapter"]["sha256"]

@@ -54,6 +54,9 @@ def with_trained_reading(student: dspy.Module) -> dspy.Module:
         for name, predictor in fresh.named_predictors():
             if name != cls.reader and name in kept:
                 predictor.load_state(kept[name].dump_state())
+        for name, value in vars(student).items():  # what earlier stages recorded of their fits (judge_fit, ...)
+            if name.endswith("_fit") or name == "settings_search":
+                setattr(fresh, name, value)
     reader = dict(fresh.named_predictors())[cls.reader]
     reader.demos = []
     return fresh
