@@ -51,7 +51,7 @@ def configure(lm: str = "local", *, api_base: str | None = None, api_key: str | 
     return _configure(lm, api_base=api_base, api_key=api_key, cache=cache, adapter=adapter, **kwargs)
 
 
-def load_program(path, retriever=None, overrides=None, expect=None):
+def load_program(path, retriever=None, overrides=None, expect=None, reader_model=None):
     """A ready compiled program from a file `treeqa optimize` wrote: its demos, instructions,
     settings, LoRA adapter and the index of the corpus it was compiled on (see `treeqa.programs.compiled`).
 
@@ -60,13 +60,16 @@ def load_program(path, retriever=None, overrides=None, expect=None):
         retriever: a retriever to search with instead of the compiled one's (`get_retriever`).
         overrides: settings to run with in place of the stored ones, e.g. `{"pick": "vote"}`.
         expect: the program name the caller wants ("tor", "beam", ...): another is an error.
+        reader_model: for a file with a LoRA reader when the LM configured before this call is an
+            endpoint: the model name that endpoint serves the adapter under (without it such a
+            load is an error, not a program that mixes the endpoint with a local reader).
 
     Example:
         >>> treeqa.load_program("runs/optimize/hotpotqa-tor-path-judge-1234abcd/compiled.json", expect="tor")
     """
     from treeqa.programs.compiled import load_program as _load
 
-    return _load(path, retriever=retriever, expect=expect, overrides=overrides)
+    return _load(path, retriever=retriever, expect=expect, overrides=overrides, reader_model=reader_model)
 
 
 def get_retriever(*, dataset: str | None = None, corpus: str | None = None, kind: str = "dense",
