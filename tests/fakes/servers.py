@@ -117,11 +117,12 @@ def local_client(app, **kwargs):
 # --- a real llama.cpp server (integration tests) ------------------------------------------------
 
 @contextmanager
-def llama_server(threads: int = 2, logprobs: bool = True) -> Iterator[str]:
+def llama_server(threads: int = 2, logprobs: bool = True, lora=None, alias: str = "qwen") -> Iterator[str]:
     """llama.cpp's OpenAI-compatible server (llama-cpp-python's server extra) with the embedded
     GGUF on 127.0.0.1 at a free port; yields its base URL, stops it after. `logprobs` keeps the
     logits of every prompt token (`--logits_all`), which log-probabilities need and which makes
-    each prompt slower to read."""
+    each prompt slower to read. `lora`: a GGUF LoRA adapter the server adds to the model, served
+    under `alias`, as a user serves a trained reader."""
     import socket
     import subprocess
     import sys
@@ -134,8 +135,9 @@ def llama_server(threads: int = 2, logprobs: bool = True) -> Iterator[str]:
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
                                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-                               "--n_threads", str(threads), "--model_alias", "qwen",
-                               "--logits_all", "true" if logprobs else "false"],
+                               "--n_threads", str(threads), "--model_alias", alias,
+                               "--logits_all", "true" if logprobs else "false",
+                               *(["--lora_path", str(lora)] if lora else [])],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     try:

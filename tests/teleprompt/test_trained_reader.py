@@ -186,3 +186,26 @@ def test_the_default_compile_of_tor_is_the_judge_then_the_trained_reader_in_one_
     assert set(adapter_lms(loaded)) == {"fuse"} and loaded.fusion == "passages"
     recipe = json.loads((tmp_path / "compiled.json").read_text())["treeqa"]
     assert recipe["compile"]["trained_reader_fit"]["adapter_sha256"] == recipe["adapter"]["sha256"]
+
+
+def test_a_served_reader_is_asked_in_the_prompt_it_was_trained_in(released, monkeypatch):
+    """On an endpoint the run's adapter is DSPy's chat adapter; the served reader is asked in the
+    JSON adapter's prompt, as on the embedded model where it was trained, and nothing else is."""
+    from tests.fakes.lm import Raw, scripted_lm
+    from treeqa.programs.compiled import run_adapters_with
+    from treeqa.programs.compiled.adapters import TrainedPromptPredict
+
+    reader_lm, reader_engine = scripted_lm(lambda kind, inputs: Raw('{"answer": "Paris"}'))  # a JSON reply
+    run_lm, run_engine = scripted_lm(lambda kind, inputs: {"answer": "elsewhere"})
+    run_lm.kwargs["api_base"] = "http://127.0.0.1:9/v1"
+    rta = TrainedReader().compile(RetrieveThenAnswer(FakeRetriever(), k=2), trainset=[])
+    tor = TrainedReader().compile(_tor(), trainset=[])
+    monkeypatch.setattr("treeqa.lm.get_lm", lambda name, **kw: reader_lm)  # the endpoint's served reader
+    run_adapters_with(rta, run_lm, cache=False, reader_model="openai/treeqa-reader")
+    with dspy.context(lm=run_lm, adapter=dspy.ChatAdapter()):
+        assert rta(question="What is the capital of France?").answer == "Paris"
+    [call] = reader_engine.calls  # the JSON adapter's prompt, not the chat adapter's
+    assert "Respond with a JSON object" in call.messages[-1]["content"] and run_engine.calls == []
+    run_adapters_with(tor, run_lm, cache=False, reader_model="openai/treeqa-reader")
+    assert isinstance(tor.fuse, TrainedPromptPredict) and type(tor.review) is dspy.Predict
+    assert tor.fuse.demos == [] and tor.fuse.signature.equals(rta.answer.signature)  # its state as it was

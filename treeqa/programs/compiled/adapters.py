@@ -92,9 +92,31 @@ def run_adapters_with(program: dspy.Module, lm, cache: bool, reader_model: str |
     serve_adapters_from(program, lm, reader_model, cache)
 
 
+class TrainedPromptPredict(dspy.Predict):
+    """A predictor whose LoRA adapter an endpoint serves: asked in the prompt the adapter was
+    trained in (the JSON adapter's, as on the embedded model), whatever adapter the run uses for
+    the other predictors (DSPy's chat adapter on an endpoint). Swapped in as the predictor's class,
+    so its signature, demos and state stay as they are."""
+
+    def forward(self, **kwargs):
+        with dspy.context(adapter=_trained_prompt()):
+            return super().forward(**kwargs)
+
+    async def aforward(self, **kwargs):
+        with dspy.context(adapter=_trained_prompt()):
+            return await super().aforward(**kwargs)
+
+
+def _trained_prompt() -> dspy.Adapter:
+    # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
+    from treeqa.lm import TrainableJSONAdapter
+
+    return TrainableJSONAdapter()
+
+
 def serve_adapters_from(program: dspy.Module, lm, reader_model: str, cache: bool = True) -> list[str]:
     """The predictors that answer through the adapter ask `reader_model` on `lm`'s endpoint (its
-    api_base and key) instead; returns their names."""
+    api_base and key) instead, in the prompt the adapter was trained in; returns their names."""
     # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm import get_lm
 
@@ -103,6 +125,8 @@ def serve_adapters_from(program: dspy.Module, lm, reader_model: str, cache: bool
     for name, predictor in program.named_predictors():
         if name in names:
             predictor.lm = served
+            if type(predictor) is dspy.Predict:
+                predictor.__class__ = TrainedPromptPredict
     return names
 
 
