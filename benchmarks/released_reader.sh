@@ -26,9 +26,10 @@ for step in "${steps[@]}"; do
                 "$here/$BIN/python" -m treeqa.cli train reader --out "$here/$RUN") ;;
         score)
             mkdir -p "$OUT"
-            [ -f "$OUT/compiled-rta.json" ] ||
-                "$BIN/treeqa" train attach rta "$RUN/lora/adapter.gguf" "$OUT/compiled-rta.json" --dataset hotpotqa
-            "$BIN/treeqa" train score "$OUT/compiled-rta.json" --set "$RUN/reads" --out "$OUT/val-scores.jsonl" \
+            # rta with the adapter, beside the training (not committed: the adapter is released below)
+            [ -f "$RUN/compiled-rta.json" ] ||
+                "$BIN/treeqa" train attach rta "$RUN/lora/adapter.gguf" "$RUN/compiled-rta.json" --dataset hotpotqa
+            "$BIN/treeqa" train score "$RUN/compiled-rta.json" --set "$RUN/reads" --out "$OUT/val-scores.jsonl" \
                 --per-question 1 --no-cache
             "$BIN/python" benchmarks/released_reader.py "$OUT/val-scores.jsonl" \
                 benchmarks/runs/lora-recipes/base/val-scores.jsonl > "$OUT/validation.json" ;;

@@ -1,5 +1,6 @@
 """A clone fits a laptop: no tracked file over 25 MB, no training's resume state (`checkpoint.pt`),
-and no LoRA adapter that no committed compiled file names (a superseded one stays in history only).
+and no LoRA adapter that no committed compiled file or released reader's record names (a superseded
+one stays in history only).
 Training by-products are ignored, so `git add` of a run folder cannot take them."""
 
 import json
@@ -35,7 +36,9 @@ def _named_adapters(root: Path, files: list[str]) -> set[str]:
         if '"adapter"' not in text:
             continue
         try:
-            ref = (json.loads(text).get("treeqa") or {}).get("adapter")
+            doc = json.loads(text)
+            # a compiled file's treeqa section, or a released reader's record (reader.json: recipe, reads, adapter)
+            ref = (doc.get("treeqa") or {}).get("adapter") or (doc.get("adapter") if "reads" in doc else None)
         except (json.JSONDecodeError, AttributeError):
             continue
         if isinstance(ref, dict) and isinstance(ref.get("file"), str):
