@@ -73,6 +73,12 @@ ReaderOption = Annotated[str, typer.Option(help="The trained reader of ToR's and
                                                "treeqa, when its record fits), train (train one in this run: hours "
                                                "on 2 cores, resumable), or none (the paper's reader).")]
 
+FromOption = Annotated[str | None, typer.Option("--from", help="A compiled file (compiled.json) to compile further: "
+                                                             "the stages run on its program (e.g. --from judged.json "
+                                                             "--optimizer trained-reader).")]
+AgainstOption = Annotated[str | None, typer.Option(help="Also run this program zero-shot on the same questions and "
+                                                        "pair each side with it (make demo: rta).")]
+
 
 @app.command("optimize")
 def optimize_cmd(
@@ -113,12 +119,8 @@ def optimize_cmd(
     zero_shot: ZeroShotOption = OPT.zero_shot,
     reader: ReaderOption = OPT.reader,
     reader_model: ReaderModelOption = None,
-    start_from: Annotated[str | None, typer.Option("--from", help="A compiled file (compiled.json) to compile "
-                                                                  "further: the stages run on its program "
-                                                                  "(e.g. --from judged.json --optimizer "
-                                                                  "trained-reader).")] = None,
-    against: Annotated[str | None, typer.Option(help="Also run this program zero-shot on the same questions and "
-                                                     "pair each side with it (make demo: rta).")] = None,
+    start_from: FromOption = None,
+    against: AgainstOption = None,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     from treeqa.evaluation.loop import RunAborted
@@ -128,16 +130,13 @@ def optimize_cmd(
     try:
         dataset, asked = _questions_by_id(dataset, train_from, dev, train, sample_name, ids, train_sample, train_ids)
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train_from=train_from, **asked,
-                            seed=seed,
-                            skip=skip, lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever,
-                            corpus=corpus, threads=threads or concurrency,
-                            preset=preset, params=parse_params(param), max_demos=max_demos, candidates=candidates,
-                            trials=trials, metric_calls=metric_calls, annotated_demos=annotated_demos,
-                            cache=cache, zero_shot_from=zero_shot_from, replay_from=replay_from,
-                            zero_shot=zero_shot, reader=reader, reader_model=reader_model,
+                            seed=seed, skip=skip, lm=lm, api_base=api_base, teacher_lm=teacher_lm, retriever=retriever,
+                            corpus=corpus, threads=threads or concurrency, preset=preset, params=parse_params(param),
+                            max_demos=max_demos, candidates=candidates, trials=trials, metric_calls=metric_calls,
+                            annotated_demos=annotated_demos, cache=cache, zero_shot_from=zero_shot_from,
+                            replay_from=replay_from, zero_shot=zero_shot, reader=reader, reader_model=reader_model,
                             against=against, start_from=start_from)
-        if spec.default_compile_note:  # said, not done silently
-            typer.echo(spec.default_compile_note)
+        typer.echo(spec.default_compile_note) if spec.default_compile_note else None  # said, not done silently
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
     except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:
         fail(exc)

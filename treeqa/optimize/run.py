@@ -39,7 +39,7 @@ from treeqa.lm import adapter_for
 from treeqa.lm.adapter import sha256_of
 from treeqa.optimize.report import write_report
 from treeqa.optimize.spec import OptimizeSpec, make_teleprompter, plan, splits_for, stages
-from treeqa.programs.compiled import CompiledFile, load_program, save_compiled
+from treeqa.programs.compiled import CompiledFile, CompiledProgramError, load_program, save_compiled
 from treeqa.teleprompt import compilers
 from treeqa.teleprompt.annotated_demos import usable
 
@@ -188,8 +188,6 @@ def check(spec: OptimizeSpec, out_dir: Path, hold: ExitStack | None = None) -> C
 def start_program(spec: OptimizeSpec, retriever) -> dspy.Module:
     """The program in `--from`'s compiled file (its settings, fitted state and adapter), searching
     this run's index; a file of another program is an error before any LM call."""
-    from treeqa.programs.compiled import CompiledProgramError
-
     found = CompiledFile.read(Path(spec.start_from))
     if found.dataset != spec.dataset:
         raise ValueError(f"--from {spec.start_from} was compiled on {found.dataset}, not {spec.dataset}")
