@@ -17,6 +17,8 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout, or site-packages when installed
+# the released trained reader (treeqa train reader's adapter and record), package data
+RELEASED_READER_DIR = Path(__file__).resolve().parent / "train" / "released"
 
 
 def in_checkout(root: Path = PROJECT_ROOT) -> bool:

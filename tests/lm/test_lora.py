@@ -208,6 +208,25 @@ def test_adapter_ref_refuses_a_missing_changed_or_foreign_adapter(tmp_path, sett
         read_adapter(tmp_path / "junk.gguf")
 
 
+def test_a_missing_adapter_with_the_released_readers_bytes_is_the_shipped_one(tmp_path, settings_env, monkeypatch):
+    """A compiled file of the main command records the released adapter; the clone tracks no copy of
+    it beside the file, so the package's own is loaded, checked by size and sha256. Other bytes are
+    still missing."""
+    settings_env(cache_dir=tmp_path / "cache")
+    trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), LoraRecipe(rank=4, alpha=8, top_layers=1), "tiny", tmp_path)
+    shipped = write_adapter(trainer.lora_state(), tmp_path / "package" / "adapter.gguf", alpha=8)
+    monkeypatch.setattr("treeqa.lm.adapter.SHIPPED_ADAPTER", shipped)
+    copy = tmp_path / "run" / "adapter-x.gguf"
+    copy.parent.mkdir()
+    copy.write_bytes(shipped.read_bytes())
+    ref = AdapterRef.of(copy, tmp_path / "run", "base-sha", ["fuse"])
+    copy.unlink()
+    assert ref.verified_path(tmp_path / "run", "base-sha").read_bytes() == shipped.read_bytes()
+    other = AdapterRef.from_dict({**ref.to_dict(), "sha256": "0" * 64}, "x")
+    with pytest.raises(AdapterError, match="adapter-x.gguf is missing"):
+        other.verified_path(tmp_path / "run", "base-sha")
+
+
 def test_validation_points_make_a_curve_and_the_best_point_is_kept(tmp_path):
     recipe = LoraRecipe(rank=4, alpha=8, top_layers=2, epochs=4, learning_rate=3e-2, accumulate=2)
     trainer = LoraTrainer(tiny_model(), tiny_tokenizer(), recipe, "tiny", tmp_path)

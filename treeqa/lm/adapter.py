@@ -23,8 +23,10 @@ from typing import Any
 
 from treeqa.lm._weights import sha256_of
 from treeqa.lm.adapter_check import GGUF_NAMES, AdapterError, check_adapter
+from treeqa.settings import RELEASED_READER_DIR
 
 _PEFT_KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
+SHIPPED_ADAPTER = RELEASED_READER_DIR / "adapter.gguf"  # the released reader's, package data
 MAX_ADAPTER_BYTES = 512 << 20  # a rank-64 adapter on every layer of a 1.5B model is ~150 MB
 
 
@@ -145,12 +147,20 @@ class AdapterRef:
             raise AdapterError(f"{where}: the adapter must sit beside the compiled file, not at {ref.file!r}")
         return ref
 
+    def is_shipped(self) -> bool:
+        """Whether the recorded adapter is the released reader's, which the package ships: a compiled
+        file of the main command loads with no copy beside it (the clone tracks none)."""
+        return (SHIPPED_ADAPTER.is_file() and SHIPPED_ADAPTER.stat().st_size == self.bytes
+                and sha256_of(SHIPPED_ADAPTER) == self.sha256)
+
     def verified_path(self, folder: Path, base_sha256: str) -> Path:
         """The path the engine loads: a private copy of the adapter's bytes once their size and
         hash match the record and it was trained on this base model; otherwise a one-line
         AdapterError naming what differs."""
         path = Path(folder) / self.file
         _refuse_links(Path(folder), Path(self.file))
+        if not path.is_file() and self.is_shipped():
+            path = SHIPPED_ADAPTER  # the same bytes (checked below), shipped with the package
         if not path.is_file():
             raise AdapterError(f"adapter {path} is missing (the compiled program was trained with it)")
         size = path.stat().st_size

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from treeqa.lm.adapter import sha256_of
+from treeqa.settings import RELEASED_READER_DIR
 from treeqa.train.reader import ReaderRecipe, recipe_differences
 
-RELEASED_DIR = Path(__file__).parent / "released"
+RELEASED_DIR = RELEASED_READER_DIR
 # how the released reader was trained: `train_reader` with its defaults, from a frozen checkout
 REBUILD_COMMAND = "treeqa train reader --out DIR"
 
