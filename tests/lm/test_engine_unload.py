@@ -1,4 +1,5 @@
-"""The embedded engine gives its memory to a LoRA training and loads the model again on its next call."""
+"""The embedded engine gives its memory to a LoRA training and loads the model again on its next call;
+an adapter's engine loads on its first call, so a program loaded for an endpoint never loads it."""
 
 import dspy
 
@@ -32,6 +33,18 @@ def test_an_unloaded_engine_reloads_on_its_next_call(monkeypatch):
         assert dspy.Predict("question -> answer")(question="q").answer == "Paris"
     assert len(loads) == 2 and engine.stats.calls == 1
     assert engine.count_prompt_tokens([{"role": "user", "content": "x"}]) > 0
+
+
+def test_an_adapters_engine_loads_on_its_first_call_not_when_made(monkeypatch, tmp_path):
+    loads = []
+    monkeypatch.setattr(LlamaEngine, "_load", staticmethod(lambda *a, **k: loads.append(a) or LoadedLlama()))
+    monkeypatch.setattr(_engine, "_local_engines", {})
+    engine = _engine.local_engine(adapter=str(tmp_path / "a.gguf"), lazy=True)
+    assert loads == [] and engine.llama is None
+    lm = dspy.LM("local/fake", engine=engine, cache=False, num_retries=0)
+    with dspy.context(lm=lm):
+        assert dspy.Predict("question -> answer")(question="q").answer == "Paris"
+    assert len(loads) == 1 and loads[0][-1] == tmp_path / "a.gguf"
 
 
 def test_unload_local_engines_frees_each_loaded_engine_and_keeps_stand_ins(monkeypatch):

@@ -124,7 +124,7 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
     if name in LOCAL_NAMES:
         from treeqa.lm.provider import EmbeddedLM, EmbeddedProvider, register_adapter
 
-        engine = local_engine(adapter=str(adapter)) if adapter is not None else local_engine()
+        engine = local_engine(adapter=str(adapter), lazy=True) if adapter is not None else local_engine()
         model = register_adapter(adapter) if adapter is not None else local_model_id()
         return EmbeddedLM(model, engine=engine, cache=cache, temperature=0.0, num_retries=0,
                           provider=EmbeddedProvider(), **kwargs)

@@ -131,7 +131,7 @@ class LlamaEngine:
 
     def __init__(self, model_path: Path | None = None, n_threads: int | None = None,
                  n_ctx: int | None = None, kv_cache_mb: int | None = None, max_tokens: int | None = None,
-                 adapter: Path | str | None = None, llama=None):
+                 adapter: Path | str | None = None, llama=None, lazy: bool = False):
         settings = get_settings()
         self.max_tokens = max_tokens or settings.max_tokens
         self.stats = EngineStats()
@@ -141,14 +141,19 @@ class LlamaEngine:
         self.threads = self.generating_with = n_threads or settings.threads
         self._load_args = (model_path, n_ctx or settings.context_size,
                            settings.kv_cache_mb if kv_cache_mb is None else kv_cache_mb)
-        if llama is None:
-            llama = self._reload()
+        self.llama = self.cpu_share = self._decoding = None
+        # lazy: the model loads on the first call (a program loaded for an endpoint, whose adapter
+        # predictors ask the server instead, never loads it)
+        if llama is not None or not lazy:
+            self._loaded(llama if llama is not None else self._reload())
+
+    def _loaded(self, llama) -> None:
         self.llama = llama
         # generation follows the cores other processes leave idle (prompts keep every thread)
         # only where /proc/stat's machine is ours to share: in a container or under an affinity mask
         # smaller than the host, other cores' load would read as ours
-        self.cpu_share = (CpuShare() if settings.adapt_threads and hasattr(llama, "_ctx") and _all_cores_ours()
-                          else None)
+        self.cpu_share = (CpuShare() if get_settings().adapt_threads and hasattr(llama, "_ctx")
+                          and _all_cores_ours() else None)
         self._decoding = getattr(llama, "treeqa_decoding", None)  # set by greedy_grammar.install
         self._count_evaluated_tokens()
 
@@ -191,10 +196,10 @@ class LlamaEngine:
 
     def _ensure_loaded(self) -> None:
         if self.llama is None:
-            log.info("loading the embedded model again after it was unloaded")
-            self.llama = self._reload()
-            self._decoding = getattr(self.llama, "treeqa_decoding", None)
-            self._count_evaluated_tokens()
+            log.info("loading the embedded model%s", " with its adapter" if self.adapter else "")
+            cpu_share = self.cpu_share
+            self._loaded(self._reload())
+            self.cpu_share = cpu_share if cpu_share is not None else self.cpu_share
 
     def _count_evaluated_tokens(self) -> None:
         """Wrap `llama.eval` so the engine knows how many tokens were really computed."""

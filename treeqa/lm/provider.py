@@ -59,7 +59,7 @@ class EmbeddedLM(dspy.LM):
                 adapter = _adapters.get(model)
             if adapter is None and "+lora-" in model:
                 raise ValueError(f"{model}: no adapter of that name was trained or loaded in this process")
-            kwargs["engine"] = local_engine(adapter=str(adapter)) if adapter is not None else local_engine()
+            kwargs["engine"] = local_engine(adapter=str(adapter), lazy=True) if adapter is not None else local_engine()
         return super().copy(**kwargs)
 
     @property
