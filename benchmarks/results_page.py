@@ -102,13 +102,16 @@ def sample_section(path: Path) -> str:
     return "\n".join(lines)
 
 
-# The README's headline table: the claim samples (columns) and, a row each, the run of each sample
-# that stands for a program; every figure comes from the sample's YAML, each other row paired with rta.
-HEADLINE_SAMPLES = (("HotpotQA dev, 197", "hotpotqa-dev-unexamined-skip100-n197"),
+# docs/results.md's table of every program on the claim samples (columns): a row each, the run of each
+# sample that stands for a program; every figure comes from the sample's YAML, each other row paired with
+# rta. The README's table is the few rows benchmarks/headline.yaml picks, from the same YAMLs.
+HEADLINE_YAML = HERE / "headline.yaml"
+HEADLINE_MAX_ROWS = 6
+ACROSS_SAMPLES = (("HotpotQA dev, 197", "hotpotqa-dev-unexamined-skip100-n197"),
                     ("2Wiki dev, 100", "2wikimultihopqa-dev-unexamined-skip50-n100"),
                     ("MuSiQue dev, 100", "musique-dev-unexamined-skip0-n100"))
-HEADLINE_BASE = "rta"
-HEADLINE_ROWS = (
+ACROSS_BASE = "rta"
+ACROSS_ROWS = (
     ("rta (retrieve 5, answer)", ("rta", "rta", "rta")),
     ("Tree of Reviews, zero-shot", ("tor", "tor", "tor")),
     ("ToR compiled: path judge, the paper's reader¹", ("tor-path-judge-replay", "tor-path-judge", "tor-path-judge")),
@@ -157,7 +160,7 @@ HEADLINE_ROWS = (
      ("rta-reason", None, None)),
     ("rta reasoning before it answers, through an adapter trained on 218 of the model's own reasons (STaR)",
      ("rta-lora-reasons", None, None)),
-    ("the same, a reasoning cut off at its 448 tokens answered by the bare reader (as rta does since b7fe284)",
+    ("the same, a reasoning cut off at its 448 tokens answered by the bare reader (as rta answers now)",
      ("rta-lora-reasons-bare", None, None)),
     ("its control: rta with an adapter trained on the same 218 reads, bare answers without the reasons",
      ("rta-lora-reasoned-only", None, None)),
@@ -167,7 +170,7 @@ HEADLINE_ROWS = (
     ("the same with the v4 adapter³", ("rta-lora-v4-gold", "rta-lora-v4-gold", None)),
     ("the same with the v6 adapter³", ("rta-lora-v6-gold", None, None)),
 )
-HEADLINE_NOTES = (
+ACROSS_NOTES = (
     "¹ HotpotQA's reads the searches recorded by the path-judge run that reads the top 3 (`treeqa replay`); "
     "2Wiki's and MuSiQue's searched themselves.",
     "² a row above with the adapter on its reader, reading the searches that row recorded, so the two differ "
@@ -207,25 +210,54 @@ def _headline_figures(run: str, doc: dict) -> dict:
     return entry.get("figures") or entry["compiled"]
 
 
-def headline_cell(run: str | None, doc: dict) -> str:
-    """'EM [CI]' for rta; for any other run 'EM (paired difference from rta [CI])'."""
+def headline_cell(run: str | None, doc: dict, base: str = ACROSS_BASE) -> str:
+    """'EM [CI]' for the base; for any other run 'EM (paired difference from the base [CI])'."""
     if run is None:
         return "–"
     fig = _headline_figures(run, doc)
-    if run == HEADLINE_BASE:
+    if run == base:
         return f"{_number(fig['em'], False)} {_interval(fig['em_ci'], False)}"
-    pair = doc["comparisons"][f"{run} vs {HEADLINE_BASE}"]["em"]
+    pair = doc["comparisons"][f"{run} vs {base}"]["em"]
     return f"{_number(fig['em'], False)} ({_interval(pair['ci'], True, pair['diff'])})"
 
 
-def headline() -> str:
-    docs = [yaml.safe_load((HERE / f"{stem}.yaml").read_text()) for _, stem in HEADLINE_SAMPLES]
-    lines = ["| program | " + " | ".join(title for title, _ in HEADLINE_SAMPLES) + " |",
-             "|---" * (len(HEADLINE_SAMPLES) + 1) + "|"]
-    for label, runs in HEADLINE_ROWS:
-        cells = [headline_cell(run, doc) for run, doc in zip(runs, docs, strict=True)]
+def _table(samples, rows, base: str, first: str = "program") -> list[str]:
+    """A markdown table: a column a sample (title, YAML stem), a row a (label, runs) pair."""
+    docs = [yaml.safe_load((HERE / f"{stem}.yaml").read_text()) for _, stem in samples]
+    lines = [f"| {first} | " + " | ".join(title for title, _ in samples) + " |", "|---" * (len(samples) + 1) + "|"]
+    for label, runs in rows:
+        cells = [headline_cell(run, doc, base) for run, doc in zip(runs, docs, strict=True)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join([TABLE_START, "", *lines, "", *(f"{note}\n" for note in HEADLINE_NOTES), TABLE_END])
+    return lines
+
+
+def headline_spec() -> dict:
+    """benchmarks/headline.yaml, checked: at most six rows, one run (or null) a sample each."""
+    spec = yaml.safe_load(HEADLINE_YAML.read_text())
+    samples = [(s["title"], s["yaml"]) for s in spec["samples"]]
+    rows = [(r["label"], tuple(r["runs"])) for r in spec["rows"]]
+    if len(rows) > HEADLINE_MAX_ROWS:
+        raise ValueError(f"{HEADLINE_YAML.name}: {len(rows)} rows; the README's table holds at most "
+                         f"{HEADLINE_MAX_ROWS}")
+    for label, runs in rows:
+        if len(runs) != len(samples):
+            raise ValueError(f"{HEADLINE_YAML.name}: row {label!r} names {len(runs)} runs for {len(samples)} samples")
+    return {"samples": samples, "rows": rows, "base": spec["base"], "notes": spec.get("notes") or []}
+
+
+def headline() -> str:
+    spec = headline_spec()
+    lines = _table(spec["samples"], spec["rows"], spec["base"], first="program ([glossary](docs/glossary.md))")
+    return "\n".join([TABLE_START, "", *lines, "", *(f"{note}\n" for note in spec["notes"]), TABLE_END])
+
+
+def across() -> str:
+    """results.md's first section: every program recorded on the claim samples, paired with rta."""
+    lines = _table(ACROSS_SAMPLES, ACROSS_ROWS, ACROSS_BASE)
+    return "\n".join(["## Every program on the claim samples", "",
+                      "EM with its 95% bootstrap interval, and in brackets the paired difference from rta with "
+                      "its interval (embedded model, `--no-cache`); the sections below hold each sample's other "
+                      "figures and comparisons.", "", *lines, "", *(f"{note}\n" for note in ACROSS_NOTES)])
 
 
 def readme(text: str) -> str:
@@ -250,7 +282,7 @@ def page() -> str:
             "sample's YAML says two runs shared one. How to run the headline figures again is "
             "[reproduce.md](reproduce.md); the write-ups of the reference runs as they were measured are in "
             "[history.md](history.md).\n\n")
-    return head + "\n".join(sample_section(path) for path in files)
+    return head + across() + "\n" + "\n".join(sample_section(path) for path in files)
 
 
 def main() -> None:

@@ -54,11 +54,22 @@ def test_the_benchmarks_readme_quotes_only_the_files_it_links():
     assert checked > 100
 
 
-def _readme_table() -> list[list[str]]:
-    text = (ROOT / "README.md").read_text()
-    block = text[text.index("<!-- the table below is generated"):text.index("<!-- end of the generated table -->")]
-    rows = [line.strip("|").split("|") for line in block.splitlines() if line.startswith("|")]
+def _table(text: str, start: str, end: str) -> list[list[str]]:
+    at = text.index(start)
+    block = text[at:text.index(end, at + len(start))]
+    lines = block.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = [line.strip("|").split("|") for line in lines[first:] if line.startswith("|")]
     return [[cell.strip() for cell in row] for row in rows]
+
+
+def _readme_table() -> list[list[str]]:
+    return _table((ROOT / "README.md").read_text(), "<!-- the table below is generated",
+                  "<!-- end of the generated table -->")
+
+
+def _across_table() -> list[list[str]]:
+    return _table((ROOT / "docs" / "results.md").read_text(), "## Every program on the claim samples", "\n## ")
 
 
 CELL = re.compile(r"^(?P<em>[\d.]+) (?:\[(?P<lo>\S+), (?P<hi>\S+)\]|\((?P<d>\S+) \[(?P<dlo>\S+), (?P<dhi>\S+)\]\))$")
@@ -69,11 +80,10 @@ def _close(shown: str, value: float) -> bool:
     return abs(float(shown) - value) <= (0.5 if "." not in shown else 0.05) + 1e-9
 
 
-def test_the_readme_table_is_what_the_yamls_give():
-    """Each cell of the README's headline table is a run of its column's YAML: its EM, and rta's
-    interval or the run's paired difference from rta with its interval; the balanced adapter and the
-    figures below rta (2Wiki's and MuSiQue's path judge) are among them."""
-    header, _, *rows = _readme_table()
+def _shown_runs(table: list[list[str]]) -> set[tuple[str, str]]:
+    """(sample, run) of every cell: each is a run of its column's YAML, its EM and rta's interval or
+    the run's paired difference from rta with its interval."""
+    header, _, *rows = table
     samples = {"HotpotQA dev, 197": "hotpotqa-dev-unexamined-skip100-n197",
                "2Wiki dev, 100": "2wikimultihopqa-dev-unexamined-skip50-n100",
                "MuSiQue dev, 100": "musique-dev-unexamined-skip0-n100"}
@@ -101,6 +111,24 @@ def test_the_readme_table_is_what_the_yamls_give():
                     matches.append(entry["run"])
             assert matches, f"{title}: {cell} is no run of {samples[title]}.yaml"
             shown |= {(samples[title], run) for run in matches}
+    return shown
+
+
+def test_the_readme_table_is_the_few_rows_headline_yaml_picks_and_what_the_yamls_give():
+    """At most six rows, in headline.yaml's order and words, each cell its named run's figures."""
+    table = _readme_table()
+    spec = yaml.safe_load((ROOT / "benchmarks" / "headline.yaml").read_text())
+    assert [row[0] for row in table[2:]] == [row["label"] for row in spec["rows"]] and len(table) - 2 <= 6
+    shown = _shown_runs(table)
+    for row in spec["rows"]:
+        for sample, run in zip(spec["samples"], row["runs"], strict=True):
+            assert run is None or (sample["yaml"], run) in shown, (sample["yaml"], run)
+
+
+def test_the_results_pages_table_of_every_program_is_what_the_yamls_give():
+    """docs/results.md's table across the claim samples: the balanced adapter and the figures below
+    rta (2Wiki's and MuSiQue's path judge) are among its cells."""
+    shown = _shown_runs(_across_table())
     assert {("hotpotqa-dev-unexamined-skip100-n197", "rta-lora-balanced"),
             ("2wikimultihopqa-dev-unexamined-skip50-n100", "rta-lora-balanced"),
             ("2wikimultihopqa-dev-unexamined-skip50-n100", "tor-path-judge"),
