@@ -87,7 +87,8 @@ def sample_section(path: Path) -> str:
     data = first.get("data") or {}
     lines = [f"## {path.stem}", ""]
     if data.get("questions"):
-        lines += [f"Questions: {data['questions']}; corpus: {data.get('corpus', '?')}.", ""]
+        corpus = f"; corpus: {data['corpus']}" if data.get("corpus") else ""  # older runs did not record it
+        lines += [f"Questions: {data['questions']}{corpus}.", ""]
     lines += ["| program | setting | n | EM [95% CI] | F1 [95% CI] | recall@15 | LM calls/q | s/q |",
               "|---|---|---|---|---|---|---|---|"]
     for entry in runs:

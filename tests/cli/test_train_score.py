@@ -3,6 +3,7 @@ calls its reader (its adapter included), resumable, filtered by kind."""
 
 import json
 
+import treeqa.lm
 from tests.fakes import compiled_with_adapter, loaded_adapter, run_cli
 from tests.fakes.lm import scripted_lm, use_lm
 
@@ -96,3 +97,23 @@ def test_the_summary_splits_yes_no_reads_and_says_what_the_reader_answered():
     assert summary["answer:yes/no"]["n"] == 3 and summary["answer:yes/no"]["em"] == 33.3
     assert summary["answer:yes/no"]["said"] == {"yes": 0, "no": 3, "other": 0}
     assert summary["answer:other"] == {"n": 1, "em": 100.0, "f1": 0.0, "failed": 0}
+
+
+def test_an_endpoint_is_named_as_every_lm_command_names_it(base, tmp_path, monkeypatch):
+    """`--api-base` and `--api-key` reach the LM; a compiled reader with an adapter on an endpoint
+    needs `--reader-model`, the name the server serves the adapter under (one clear line)."""
+    write_set(tmp_path / "set")
+    lm, _ = scripted_lm(reads_passages)
+    asked = []
+    real_get_lm = treeqa.lm.get_lm
+    monkeypatch.setattr("treeqa.lm.get_lm", lambda name, **kw: asked.append((name, kw)) or lm)
+    done = run_cli("train", "score", "rta", "--set", str(tmp_path / "set"), "--out", str(tmp_path / "a.jsonl"),
+                   "--lm", "openai/qwen", "--api-base", "http://127.0.0.1:9/v1", "--api-key", "k")
+    assert done.exit_code == 0, done.output
+    assert asked[0][0] == "openai/qwen" and asked[0][1]["api_base"] == "http://127.0.0.1:9/v1"
+    assert asked[0][1]["api_key"] == "k"
+    monkeypatch.setattr("treeqa.lm.get_lm", real_get_lm)  # an endpoint's LM, which the adapter cannot run on
+    compiled = compiled_with_adapter(tmp_path / "run", program="rta")
+    refused = run_cli("train", "score", str(compiled), "--set", str(tmp_path / "set"), "--out",
+                      str(tmp_path / "b.jsonl"), "--lm", "openai/qwen", "--api-base", "http://127.0.0.1:9/v1")
+    assert refused.exit_code == 1 and "--reader-model" in refused.output

@@ -16,14 +16,17 @@ from treeqa.teleprompt.recorded import reader_of
 from treeqa.train.reads import (
     EVIDENCE_DISTRACTORS,
     Read,
+    Take,
     balance_yes_no,
     build_reads,
     evidence_examples,
     is_validation,
+    official_evidence_examples,
     parse_mix,
     read_set,
     reads_of,
     refuse_claimed,
+    take_examples,
     write_set,
 )
 
@@ -156,6 +159,55 @@ def test_evidence_questions_keep_their_sentences_and_a_stable_id(tmp_path):
     path.write_text('{"question": "Who?"}\n')
     with pytest.raises(DataError, match="e.jsonl:1"):
         evidence_examples(path)
+
+
+def _official(tmp_path, records):
+    """A data folder holding only HotpotQA's official train file (hand-written records in its layout)."""
+    (tmp_path / "data" / "hotpotqa").mkdir(parents=True)
+    path = tmp_path / "data" / "hotpotqa" / "hotpot_train_v1.1.json"
+    path.write_text(json.dumps(records))
+    return path
+
+
+OFFICIAL = [{"_id": "5a8b57f25542995d1e6f1371", "question": "Who?", "answer": "Ann", "type": "bridge",
+             "supporting_facts": [["B", 1], ["A", 0], ["A", 9]],
+             "context": [["A", ["Ann  did it. ", "Then left."]], ["B", ["Bob saw.", "Ann was there."]]]},
+            {"_id": "x2", "question": "Not one of ours?", "answer": "no", "supporting_facts": [], "context": []}]
+
+
+def test_the_evidence_questions_are_rebuilt_from_the_official_train_file(tmp_path, settings_env, monkeypatch):
+    """Where our 500-question file is absent, the same questions come from the official train file
+    (`data get hotpotqa`), found by the hash of their words, as our file gives them."""
+    ours = tmp_path / "e.jsonl"
+    ours.write_text(json.dumps({"question": "Who?", "answer": "Ann", "type": "bridge",
+                                "evidence": ["Ann was there.", "Ann  did it. "]}) + "\n")
+    [expected] = evidence_examples(ours)
+    ids = tmp_path / "ids.txt"
+    ids.write_text(expected.id.removeprefix("hotpotqa-evidence-") + "\n")
+    official = _official(tmp_path, OFFICIAL)
+    [rebuilt] = official_evidence_examples(official, ids)
+    assert rebuilt.toDict() == expected.toDict()  # the facts' order, an out-of-range fact left out
+    ids.write_text(ids.read_text() + "0123456789ab\n")
+    with pytest.raises(DataError, match="1 of the 2 evidence questions are not in it"):
+        official_evidence_examples(official, ids)
+    settings_env(data_dir=tmp_path / "data")
+    ids.write_text(expected.id.removeprefix("hotpotqa-evidence-") + "\n")
+    monkeypatch.setattr("treeqa.train.reads.EVIDENCE_IDS", ids)
+    assert [ex.id for ex in take_examples(Take("hotpotqa", "evidence"))] == [expected.id]
+    official.unlink()
+    with pytest.raises(DataError, match="treeqa data get hotpotqa"):
+        take_examples(Take("hotpotqa", "evidence"))
+
+
+def test_the_evidence_ids_are_our_files_questions_in_its_order():
+    from treeqa.data.loaders import data_dir
+    from treeqa.train.reads import EVIDENCE_FILE, EVIDENCE_IDS
+
+    root = data_dir()
+    if root is None or not (root / EVIDENCE_FILE).is_file():
+        pytest.skip("the benchmark files are not here")
+    ids = [f"hotpotqa-evidence-{line}" for line in EVIDENCE_IDS.read_text().split()]
+    assert ids == [ex.id for ex in evidence_examples(root / EVIDENCE_FILE)]
 
 
 MIX = {"own": 0.4, "missed": 0.4, "gold": 0.4, "partial": 0.2}

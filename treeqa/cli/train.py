@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from treeqa.cli.common import app, fail, parse_params
+from treeqa.cli.common import ApiBaseOption, ApiKeyOption, ReaderModelOption, app, fail, parse_params
 from treeqa.lm.lora import LoraRecipe
 from treeqa.programs.compiled import CompiledProgramError, read_recipe
 from treeqa.train import outputs
@@ -151,6 +151,8 @@ def reasons_cmd(
     limit: Annotated[int | None, typer.Option(help="the first N reads only, in an order by a hash of their ids "
                                                    "(a fair sample of the set; a larger N keeps the first)")] = None,
     lm: Annotated[str, typer.Option(help="the model that reasons (the one being trained)")] = "local",
+    api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="ask the model again")] = False,
 ) -> None:
     """Find reasons the model writes itself (STaR) for the set's reads, into SET/reasons.jsonl;
@@ -162,7 +164,7 @@ def reasons_cmd(
     from treeqa.train.reasons import find_reasons
 
     chosen = hashed_order(read_set(reads, None if side == "both" else side, per_question, yes_no_built))[:limit]
-    model = get_lm(lm, cache=not no_cache)
+    model = get_lm(lm, api_base=api_base, api_key=api_key, cache=not no_cache)
     with dspy.context(lm=model, adapter=adapter_for(model)):
         counts = find_reasons(chosen, reads / "reasons.jsonl")
     kept = counts["found"] + counts["rationalised"]
@@ -181,6 +183,9 @@ def score_cmd(
     per_question: Annotated[int | None, typer.Option(help="at most this many reads a question")] = None,
     limit: Annotated[int | None, typer.Option(help="the first N reads only")] = None,
     lm: Annotated[str, typer.Option(help="the model the reader answers with")] = "local",
+    api_base: ApiBaseOption = None,
+    api_key: ApiKeyOption = None,
+    reader_model: ReaderModelOption = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="ask the model again")] = False,
 ) -> None:
     """Validation EM: the program's reader (and its adapter) answering a built set's held-out
@@ -210,9 +215,9 @@ def score_cmd(
         _, reader = reader_of(program)
     except (CompiledProgramError, ValueError) as exc:
         fail(exc)
-    model = get_lm(lm, cache=not no_cache)
+    model = get_lm(lm, api_base=api_base, api_key=api_key, cache=not no_cache)
     try:
-        run_adapters_with(program, model, cache=not no_cache)
+        run_adapters_with(program, model, cache=not no_cache, reader_model=reader_model)
     except ValueError as exc:
         fail(exc)
     with dspy.context(lm=model, adapter=adapter_for(model)):

@@ -59,6 +59,10 @@ CLAIM_SAMPLES: tuple[tuple[str, str, int, int], ...] = (
 )
 
 EVIDENCE_FILE = "hotpotqa/hotpot_train_evidence_500.jsonl"
+OFFICIAL_TRAIN_FILE = "hotpotqa/hotpot_train_v1.1.json"  # `treeqa data get hotpotqa` fetches it
+# the evidence questions' ids (a hash of their words), in EVIDENCE_FILE's order: what finds them in
+# the official train file where ours is absent
+EVIDENCE_IDS = Path(__file__).parent / "evidence-questions.txt"
 
 
 @dataclass(frozen=True)
@@ -102,19 +106,55 @@ def evidence_examples(path: Path) -> list[dspy.Example]:
             question, answer, evidence = rec["question"], str(rec["answer"]), list(rec["evidence"])
         except (ValueError, KeyError, TypeError) as exc:
             raise DataError(f"{path}:{i}: not an evidence record ({exc})") from None
-        qid = "hotpotqa-evidence-" + hashlib.sha1(question.encode()).hexdigest()[:12]
-        sentences = [clean_whitespace(s) for s in evidence if clean_whitespace(str(s))]
-        examples.append(dspy.Example(id=qid, question=question, answers=[answer], gold_sentences=sentences,
-                                     type=rec.get("type")).with_inputs("question"))
+        examples.append(_evidence_example(question, answer, evidence, rec.get("type")))
     return examples
+
+
+def _evidence_id(question: str) -> str:
+    return "hotpotqa-evidence-" + hashlib.sha1(question.encode()).hexdigest()[:12]
+
+
+def _evidence_example(question: str, answer: str, evidence: Sequence, kind: str | None) -> dspy.Example:
+    sentences = [clean_whitespace(s) for s in map(str, evidence) if clean_whitespace(s)]
+    return dspy.Example(id=_evidence_id(question), question=question, answers=[answer], gold_sentences=sentences,
+                        type=kind).with_inputs("question")
+
+
+def official_evidence_examples(path: Path, ids_file: Path | None = None) -> list[dspy.Example]:
+    """The evidence questions rebuilt from HotpotQA's official train file, for a data folder without
+    our 500-question file: the same questions (found by the hash of their words), each with its
+    supporting sentences in the order its facts list them. Reads built from them may differ from
+    the released reader's if the two files word a sentence differently (the record says so)."""
+    ids_file = ids_file or EVIDENCE_IDS
+    wanted = [f"hotpotqa-evidence-{line.strip()}" for line in ids_file.read_text().splitlines() if line.strip()]
+    keep, found = set(wanted), {}
+    try:
+        records = json.loads(path.read_bytes())
+        for rec in records:
+            qid = _evidence_id(rec["question"])
+            if qid not in keep or qid in found:
+                continue
+            context = {title: sentences for title, sentences in rec["context"]}
+            evidence = [context[t][i] for t, i in rec["supporting_facts"]
+                        if t in context and isinstance(i, int) and 0 <= i < len(context[t])]
+            found[qid] = _evidence_example(rec["question"], str(rec["answer"]), evidence, rec.get("type"))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path}: not HotpotQA's official train file ({type(exc).__name__}: {exc})") from None
+    if missing := [qid for qid in wanted if qid not in found]:
+        raise DataError(f"{path}: {len(missing)} of the {len(wanted)} evidence questions are not in it "
+                        f"(e.g. {missing[0]}); is it hotpot_train_v1.1.json?")
+    return [found[qid] for qid in wanted]
 
 
 def take_examples(take: Take) -> list[dspy.Example]:
     if take.split == "evidence":
         root = data_dir()
-        if root is None or not (root / EVIDENCE_FILE).is_file():
-            raise DataError(f"{take.dataset} evidence questions: expected the file {EVIDENCE_FILE} in the data folder")
-        return evidence_examples(root / EVIDENCE_FILE)
+        if root is not None and (root / EVIDENCE_FILE).is_file():
+            return evidence_examples(root / EVIDENCE_FILE)
+        if root is not None and (root / OFFICIAL_TRAIN_FILE).is_file():
+            return official_evidence_examples(root / OFFICIAL_TRAIN_FILE)
+        raise DataError(f"{take.dataset} evidence questions: expected {EVIDENCE_FILE}, or the official "
+                        f"{OFFICIAL_TRAIN_FILE} (treeqa data get hotpotqa), in the data folder")
     examples = load_examples(take.dataset, take.split, n=take.n, skip=take.skip)
     if take.without is not None:
         start, stop = take.without
