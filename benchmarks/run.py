@@ -1,6 +1,7 @@
 """Run a recorded benchmark again from its YAML: every run's recorded command, then `record.py`.
 
-    python benchmarks/run.py NAME [--dry-run] [--no-record]
+    python benchmarks/run.py NAME             # print the commands it would run, run nothing
+    python benchmarks/run.py NAME --run [--no-record]
 
 NAME is a YAML here (`hotpotqa-dev100`, or a path to one). Each run's `command` is run as it was
 recorded, from the repository's root: a path that named another checkout's `benchmarks/runs/`
@@ -8,9 +9,10 @@ names this one's, and a command that reads another run's folder (`--zero-shot-fr
 `--replay-from`, a replay's or a re-pick's source) runs after the run that writes it. A run whose
 folder is finished (`summary.json`, `report.json`, or an optimize run's compiled side) is skipped,
 and an unfinished one resumes, so running this again picks up where it stopped. Then `record.py
-NAME` records the runs with the YAML's pairs and note, and rebuilds docs/results.md. `--dry-run`
-prints the commands and runs nothing. Runs are timed one at a time: their folders' `NOTES.md`
-say what ran beside them.
+NAME` records the runs with the YAML's pairs and note, and rebuilds docs/results.md. Without
+`--run` it prints the commands and runs nothing: a YAML is a file anyone may have edited, so what
+it would run is read first, and only treeqa's own commands (`treeqa ...`, `python optimize.py ...`)
+are run at all. Runs are timed one at a time: their folders' `NOTES.md` say what ran beside them.
 """
 
 from __future__ import annotations
@@ -103,21 +105,24 @@ def record_args(name: str, doc: dict, steps: list[Step]) -> list[str]:
 
 def command(args: list[str]) -> list[str]:
     """What runs a recorded command here: `treeqa` from this Python's environment, `optimize.py`
-    and `python ...` with this Python."""
+    (or `python optimize.py`) with this Python; anything else a YAML names is refused."""
+    if Path(args[0]).name == "__main__.py":  # recorded by `python -m treeqa.cli` in a frozen checkout
+        args = ["treeqa", *args[1:]]
     if args[0] == "treeqa":
         script = Path(sys.executable).with_name("treeqa")
         return [str(script) if script.is_file() else "treeqa", *args[1:]]
-    if args[0].endswith(".py"):
+    if Path(args[0]).name.startswith("python") and args[1:2] == ["optimize.py"]:
+        args = args[1:]
+    if Path(args[0]).name == "optimize.py":
         return [sys.executable, *args]
-    if Path(args[0]).name.startswith("python"):
-        return [sys.executable, *args[1:]]
-    return args
+    raise ValueError(f"refused: {shlex.join(args)[:120]} is not a treeqa command (treeqa ..., python optimize.py ...)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", help="a YAML in benchmarks/ (without .yaml), or a path to one")
-    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--run", action="store_true", help="run the commands (without it: print them, run nothing)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing (the default)")
     parser.add_argument("--no-record", action="store_true", help="run the commands, leave the YAML as it is")
     args = parser.parse_args(argv)
     path = Path(args.name) if args.name.endswith(".yaml") else HERE / f"{args.name}.yaml"
@@ -125,10 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no {path}; the recorded benchmarks: {', '.join(sorted(p.stem for p in HERE.glob('*.yaml')))}")
     doc = yaml.safe_load(path.read_text())
     steps = steps_of(doc)
+    dry = args.dry_run or not args.run
+    try:
+        for step in steps:
+            command(step.args)  # every command is treeqa's, or nothing runs
+    except ValueError as exc:
+        print(f"# {exc}", file=sys.stderr)
+        return 2
     for step in steps:
         done = step.finished()
         print(("# finished, skipped: " if done else "") + shlex.join(step.args), flush=True)
-        if not (done or args.dry_run) and (code := subprocess.run(command(step.args), cwd=ROOT).returncode):
+        if not (done or dry) and (code := subprocess.run(command(step.args), cwd=ROOT).returncode):
             print(f"# stopped: that command exited {code}; run this again to resume", file=sys.stderr)
             return code
     if args.no_record:
@@ -138,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     recording = record_args(path.stem, doc, steps)
     print(shlex.join(["python", str(Path(recording[1]).relative_to(ROOT)), *recording[2:]]), flush=True)
-    return 0 if args.dry_run else subprocess.run(recording, cwd=ROOT).returncode
+    if dry:
+        print("# printed only: run again with --run to run these", flush=True)
+        return 0
+    return subprocess.run(recording, cwd=ROOT).returncode
 
 
 if __name__ == "__main__":

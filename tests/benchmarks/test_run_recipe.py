@@ -48,8 +48,9 @@ def test_commands_run_in_this_checkout_each_once_after_the_runs_they_read():
 
 @pytest.mark.parametrize("name", FOLDED)
 def test_a_folded_recipe_is_its_yamls_commands_and_its_record(name, capsys):
-    assert _runner().main([name, "--dry-run"]) == 0
+    assert _runner().main([name]) == 0  # printed only: running takes --run
     lines = capsys.readouterr().out.splitlines()
+    assert lines.pop() == "# printed only: run again with --run to run these"
     doc = yaml.safe_load((BENCHMARKS / f"{name}.yaml").read_text())
     assert len(lines) == len({(e["command"], e.get("run")) for e in doc["runs"]}) + 1  # each run, then record
     assert all("/work/" not in line for line in lines)
@@ -68,10 +69,25 @@ def test_the_runner_runs_a_recorded_command_and_skips_it_once_finished(tmp_path,
     recipe.write_text(yaml.safe_dump({"runs": [{"command": f"treeqa repick {beam} {tmp_path / 'vote'} --pick vote"}]}))
     runner = _runner()
     assert runner.main([str(recipe), "--no-record"]) == 0
+    assert not (tmp_path / "vote").exists()  # without --run, nothing ran
+    assert runner.main([str(recipe), "--run", "--no-record"]) == 0
     assert json.loads((tmp_path / "vote" / "spec.json").read_text())["params"]["pick"] == "vote"
-    assert runner.main([str(recipe), "--no-record"]) == 0
+    assert runner.main([str(recipe), "--run", "--no-record"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("# finished, skipped: treeqa repick")
     (beam / "spec.json").write_text(json.dumps({"program": "tor"}))  # a command that fails stops the recipe
     recipe.write_text(yaml.safe_dump({"runs": [{"command": f"treeqa repick {beam} {tmp_path / 'again'}"}]}))
-    assert runner.main([str(recipe)]) == 1
+    assert runner.main([str(recipe), "--run"]) == 1
     assert "exited 1" in capsys.readouterr().err and not (tmp_path / "again" / "summary.json").exists()
+
+
+def test_a_yaml_that_names_another_program_runs_nothing(tmp_path, capsys):
+    """Fifth round: a YAML in a clone could run `bash -c ...`; only treeqa's commands run, and none
+    runs when one is refused."""
+    marker = tmp_path / "ran"
+    recipe = tmp_path / "sample.yaml"
+    recipe.write_text(yaml.safe_dump({"runs": [
+        {"command": f"treeqa evaluate --program rta --out {tmp_path / 'rta'}"},
+        {"command": f"bash -c 'touch {marker}' --out {tmp_path / 'x'}"}]}))
+    assert _runner().main([str(recipe), "--run", "--no-record"]) == 2
+    assert "is not a treeqa command" in capsys.readouterr().err
+    assert not marker.exists() and not (tmp_path / "rta").exists()

@@ -77,6 +77,31 @@ def test_attach_refuses_a_predictor_the_program_lacks_in_one_line(engines, tmp_p
     assert missing.exit_code == 1 and "no such adapter" in missing.output
 
 
+def test_attach_never_loads_the_model_and_names_where_a_predictor_is_missing(settings_env, tmp_path, monkeypatch):
+    """Fifth round: `train attach` loaded the embedded model into llama.cpp (1.9 GB, and a traceback
+    where it cannot load) to write a JSON; the real engine is made here, and loading is refused."""
+    from treeqa.lm import LlamaEngine, _engine
+
+    tiny_base_gguf(tmp_path / "base.gguf")
+    settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
+    monkeypatch.setattr(_engine, "_local_engines", {})
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("train attach loaded the model")
+
+    monkeypatch.setattr(LlamaEngine, "_load", staticmethod(refuse))
+    monkeypatch.setattr("treeqa.retrievers.get_retriever", lambda *a, **k: FakeRetriever())
+    source = _compiled(tmp_path)
+    adapter = tmp_path / "trained" / "adapter.gguf"
+    adapter.parent.mkdir()
+    tiny_lora_gguf(adapter)
+    done = run_cli("train", "attach", str(source), str(adapter), str(tmp_path / "out" / "compiled.json"))
+    assert done.exit_code == 0, done.output
+    lacking = run_cli("train", "attach", str(source), str(adapter), str(tmp_path / "o2" / "compiled.json"),
+                      "--predictor", "fuse")
+    assert lacking.exit_code == 1 and f"{source}: the adapter is recorded for predictors" in lacking.output
+
+
 def test_attach_puts_an_adapter_on_a_zero_shot_program_named_by_its_name(engines, tmp_path):
     adapter = tmp_path / "trained" / "adapter.gguf"
     adapter.parent.mkdir()

@@ -92,3 +92,19 @@ def test_a_judged_beam_that_read_only_its_answer_keeps_its_pick_and_cannot_vote(
     assert repicked(record, "beam")["prediction"] == "Paris" and repicked(record, "beam")["tree"]["best"] == second
     with pytest.raises(RepickError, match="a vote needs every state's answer"):
         repicked(record, "vote")
+
+
+def test_a_folder_of_the_users_is_never_written_over(tmp_path):
+    """Fifth round: `repick RUN DIR` replaced DIR's own spec.json and summary.json; a folder that
+    holds anything, or a file in its place, is refused and left as it was."""
+    run = _beam_run(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.json").write_text("my notes")
+    refused = run_cli("repick", str(run), str(mine))
+    assert refused.exit_code == 1 and "already holds files" in refused.output
+    assert [p.name for p in mine.iterdir()] == ["summary.json"] and (mine / "summary.json").read_text() == "my notes"
+    (tmp_path / "a-file").write_text("x")
+    assert "is a file" in run_cli("repick", str(run), str(tmp_path / "a-file")).output
+    (tmp_path / "empty").mkdir()
+    assert run_cli("repick", str(run), str(tmp_path / "empty")).exit_code == 0

@@ -92,8 +92,11 @@ def repick_run(run: str | Path, out: str | Path, pick: str, command: str) -> Rep
     records = read_records(records_file(run))
     if not records:
         raise RepickError(f"{run}: no records to pick from")
-    if records_file(out).exists():  # plain or compressed
-        raise RepickError(f"{out} already holds records: pick into a new folder")
+    if out.exists() and not out.is_dir():
+        raise RepickError(f"{out} is a file: pick into a new folder")
+    if out.is_dir() and any(out.iterdir()):  # records, or a user's files: a pick never writes over them
+        held = "records" if records_file(out).exists() else "files"
+        raise RepickError(f"{out} already holds {held}: pick into a new folder")
     out_records = [repicked(r, pick) for r in records]  # a refusal leaves no folder behind
     out.mkdir(parents=True, exist_ok=True)
     with open(out / RECORDS_NAME, "w") as f:

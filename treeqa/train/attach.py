@@ -56,7 +56,7 @@ def attach_to_compiled(source: str | Path, adapter: Path, out: Path, predictors:
     if None in predictors:
         raise CompiledProgramError(f"{source}: a {recipe['program']!r} program has no reader; name the "
                                    "predictors with --predictor")
-    attach_adapter(program, adapter, predictors)
+    attach_adapter(program, adapter, predictors, path=compiled or source)  # the engine loads on a first call only
     extra = {key: recipe[key] for key in ("compile", "corpus") if key in recipe}
     extra["adapter_added"] = {"from": str(compiled) if compiled else f"{recipe['program']} (zero-shot)",
                               "adapter": adapter.name, "predictors": predictors}
