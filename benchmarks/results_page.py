@@ -291,7 +291,9 @@ def page() -> str:
             "Seconds a question were measured on different machines and loads, so compare them only where a "
             "sample's YAML says two runs shared one. How to run the headline figures again is "
             "[reproduce.md](reproduce.md); the write-ups of the reference runs as they were measured are in "
-            "[history.md](history.md).\n\n")
+            "[history.md](history.md). What each program costs beside its EM, every sample at a glance "
+            "(`python benchmarks/frontier.py` draws it from the same YAMLs):\n\n"
+            "![EM against seconds a question, every program on each sample](frontier.png)\n\n")
     return head + across() + "\n" + "\n".join(sample_section(path) for path in files)
 
 
