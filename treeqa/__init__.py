@@ -46,6 +46,7 @@ def configure(lm: str = "local", *, api_base: str | None = None, api_key: str | 
         >>> program = treeqa.load_program("benchmarks/runs/lora-reader-rta/compiled-hotpotqa.json")
         >>> program(question="Which city is the birthplace of the director of Jaws?").answer
     """
+    # late: `import treeqa` stays light (no DSPy): the LM door loads when an LM is configured
     from treeqa.lm import configure as _configure
 
     return _configure(lm, api_base=api_base, api_key=api_key, cache=cache, adapter=adapter, **kwargs)
@@ -67,6 +68,7 @@ def load_program(path, retriever=None, overrides=None, expect=None, reader_model
     Example:
         >>> treeqa.load_program("runs/optimize/hotpotqa-tor-path-judge-1234abcd/compiled.json", expect="tor")
     """
+    # late: reading a compiled file brings DSPy and the programs; `import treeqa` stays light
     from treeqa.programs.compiled import load_program as _load
 
     return _load(path, retriever=retriever, expect=expect, overrides=overrides, reader_model=reader_model)
@@ -87,6 +89,7 @@ def get_retriever(*, dataset: str | None = None, corpus: str | None = None, kind
         >>> retriever = treeqa.get_retriever(corpus="mydocs")
         >>> [p.title for p in retriever("Who directed Jaws?", k=3)]
     """
+    # late: `import treeqa` stays light, and tests replace treeqa.retrievers.get_retriever
     from treeqa.retrievers import get_retriever as _get
 
     if (dataset is None) == (corpus is None):
@@ -97,6 +100,7 @@ def get_retriever(*, dataset: str | None = None, corpus: str | None = None, kind
 def build_program(name: str, retriever=None, preset: str | None = None, **settings):
     """A fresh, zero-shot program by its registered name (see `list_programs()`), e.g.
     `treeqa.build_program("tor", treeqa.get_retriever(dataset="hotpotqa"), max_depth=2)`."""
+    # late: the programs (and DSPy) load on first use, so `import treeqa` stays light
     from treeqa.programs import build_program as _build
 
     return _build(name, retriever, preset=preset, **settings)
@@ -105,6 +109,7 @@ def build_program(name: str, retriever=None, preset: str | None = None, **settin
 def list_programs() -> dict[str, str]:
     """Every registered program (yours too, `TREEQA_PROGRAMS`), name -> the first paragraph of its
     class's description."""
+    # late: listing the programs imports every one of them, with DSPy; `import treeqa` does not
     from treeqa.programs import PROGRAMS
 
     return {name: " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split()) for name, cls in PROGRAMS.items()}
@@ -112,6 +117,7 @@ def list_programs() -> dict[str, str]:
 
 def __getattr__(name: str):
     if name in _PROGRAM_CLASSES:
+        # late: the program classes load on first access (PEP 562), keeping `import treeqa` light
         from treeqa.programs import PROGRAMS, QAProgram
 
         classes = {cls.__name__: cls for cls in PROGRAMS.values()} | {"QAProgram": QAProgram}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
+import dspy
 import typer
 
 from treeqa import retrievers
@@ -23,7 +25,9 @@ from treeqa.cli.common import (
     printable,
 )
 from treeqa.data import DEFAULT_DATASET
+from treeqa.lm import adapter_for, is_embedded, memory_only_cache
 from treeqa.programs import DEFAULT_PROGRAM, SIMPLEST, QAProgram, build_program, uses_retriever
+from treeqa.programs.common import check_question
 from treeqa.programs.compiled import run_adapters_with
 from treeqa.settings import redact
 
@@ -52,13 +56,8 @@ def ask(
                                              "before (kept per model and endpoint).")] = True,
 ) -> None:
     """Answer one question with a compiled program (or a zero-shot one) and print the answer."""
-    import json
-
-    import dspy
-
-    from treeqa.lm import adapter_for, get_lm
-    from treeqa.programs.common import check_question
-    from treeqa.programs.compiled import run_adapters_with
+    # late: tests replace treeqa.lm.get_lm, so it is read at call time
+    from treeqa.lm import get_lm
 
     try:
         question = check_question(question, "ask")
@@ -86,7 +85,8 @@ def ask(
 def load_served(compiled: str | None, program: str, dataset: str, retriever: str | None, lm: str,
                 api_base: str | None, corpus: str | None = None, cache: bool = True, reader_model: str | None = None):
     """(served program, LM, program info) for `serve`: a compiled file, or a zero-shot program."""
-    from treeqa.lm import adapter_for, get_lm
+    # late: tests replace treeqa.lm.get_lm; treeqa.serving loads FastAPI, which only `serve` needs
+    from treeqa.lm import get_lm
     from treeqa.serving import Served, program_info
 
     if compiled:
@@ -131,9 +131,10 @@ def serve(
              "the machine's own names.")] = None,
 ) -> None:
     """Serve a program over HTTP: POST /v1/ask, a streaming /v1/ask/stream, and a page at /."""
+    # heavy: the server's own dependency, loaded by `serve` alone
     import uvicorn
 
-    from treeqa.lm import is_embedded
+    # late: treeqa.serving loads FastAPI, which only `serve` and `view` need
     from treeqa.serving import allowed_hosts_for, create_app
 
     if concurrency < 1 or queue < 0 or not time_limit > 0:
@@ -146,8 +147,6 @@ def serve(
                              reader_model=reader_model)
     except (ValueError, FileNotFoundError) as exc:
         fail(exc)
-    from treeqa.lm import memory_only_cache
-
     memory_only_cache()  # a server's repeats are recent; a disk cache would grow its RSS and disk without bound
     if is_embedded(served.lm) and concurrency > 1:
         typer.echo("the embedded engine answers one call at a time: --concurrency set to 1")
@@ -164,6 +163,7 @@ def view(
     out: Annotated[str | None, typer.Option(help="The HTML file to write (default: RUN_DIR/view.html).")] = None,
 ) -> None:
     """Write one static HTML file for a finished run: its summary and every question's search tree."""
+    # late: importing treeqa.serving loads FastAPI (its __init__ imports the app): kept off the CLI's start
     from treeqa.serving import write_view
 
     try:

@@ -3,14 +3,21 @@ that exit cleanly, parsing --param, loading a compiled program with what it sear
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from treeqa.programs import PRESET_NAMES, PROGRAMS
+from treeqa.data import EVAL_SPLITS
+from treeqa.lm import LOCAL_NAMES
+from treeqa.programs import PRESET_NAMES, PROGRAMS, uses_retriever
+from treeqa.programs.compiled import CompiledFile, load_program, recorded_adapter_of
+from treeqa.programs.compiled.adapters import ENDPOINT_NEEDS_READER_MODEL
 from treeqa.retrievers import DEFAULT_KIND
 from treeqa.settings import get_settings, redact
+from treeqa.signatures.answer import UNPRINTABLE
 
 PROGRAM_NAMES = ", ".join(PROGRAMS)
 PRESET_LIST = ", ".join(PRESET_NAMES)
@@ -36,8 +43,6 @@ class SpecDefaults:
 def printable(text: str) -> str:
     """`text` safe for a terminal: control characters and direction marks (a model's reply or a
     corpus may hold escapes, a bell, a right-to-left override) shown as escapes, not obeyed."""
-    from treeqa.signatures.answer import UNPRINTABLE
-
     return UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
@@ -51,8 +56,6 @@ def _cut(text: str, limit: int = MAX_ERROR_CHARS) -> str:
 def fail(message: str | BaseException) -> None:
     """Print the error (a pydantic error as its messages alone), cut to MAX_ERROR_CHARS, and
     exit with status 1."""
-    from pydantic import ValidationError
-
     if isinstance(message, ValidationError):
         message = "\n".join(str(e["msg"]).removeprefix("Value error, ") for e in message.errors())
     typer.secho(f"error: {_cut(redact(str(message)))}", fg=typer.colors.RED, err=True)
@@ -116,13 +119,7 @@ def load_searching(compiled: str, retriever: str | None, corpus: str | None, exp
     bm25); `overrides` replace stored settings. A recorded adapter is checked first, and refused
     with `lm` (the run's LM name) other than the embedded model unless `reader_model` names the
     model that endpoint serves the adapter under, before the model or an index is loaded."""
-    from treeqa.lm import LOCAL_NAMES
-    from treeqa.programs import uses_retriever
-    from treeqa.programs.compiled import CompiledFile, load_program, recorded_adapter_of
-
     found = CompiledFile.read(compiled)
-    from treeqa.programs.compiled.adapters import ENDPOINT_NEEDS_READER_MODEL
-
     if recorded_adapter_of(found) is not None and lm is not None and lm not in LOCAL_NAMES and not reader_model:
         raise ValueError(f"{compiled}: {ENDPOINT_NEEDS_READER_MODEL}")
     retriever = retriever or found.retriever
@@ -131,6 +128,7 @@ def load_searching(compiled: str, retriever: str | None, corpus: str | None, exp
     settings, preset = found.build_settings()
     searches = uses_retriever(found.program, {**settings, **(overrides or {})}, preset)  # not a GENREAD beam
     if searches and (corpus != found.corpus or retriever != found.retriever):
+        # late: tests replace treeqa.retrievers.get_retriever, so it is read at call time
         from treeqa.retrievers import get_retriever
 
         index = get_retriever(found.dataset, retriever, corpus=corpus)
@@ -139,8 +137,6 @@ def load_searching(compiled: str, retriever: str | None, corpus: str | None, exp
 
 def parse_params(pairs: list[str]) -> dict:
     """`key=value` pairs; values are read as JSON when they parse (numbers, lists, booleans)."""
-    import json
-
     params = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -155,8 +151,6 @@ def parse_params(pairs: list[str]) -> dict:
 
 def default_split(dataset: str) -> str:
     """The split the papers report for `dataset` (NQ, TriviaQA, WebQ: test)."""
-    from treeqa.data import EVAL_SPLITS
-
     if dataset not in EVAL_SPLITS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(EVAL_SPLITS)}")
     return EVAL_SPLITS[dataset]

@@ -23,7 +23,11 @@ from treeqa.cli.common import (
     parse_params,
 )
 from treeqa.data.loaders import DATASETS
-from treeqa.optimize import OptimizeSpec, optimizer_names
+from treeqa.data.samples import selection
+from treeqa.evaluation.loop import RunAborted
+from treeqa.optimize import OptimizeSpec, optimizer_names, run_optimize
+from treeqa.optimize.spec import splits_for
+from treeqa.programs.compiled import CompiledProgramError
 
 OPT = SpecDefaults(OptimizeSpec)
 
@@ -123,10 +127,6 @@ def optimize_cmd(
     against: AgainstOption = None,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
-    from treeqa.evaluation.loop import RunAborted
-    from treeqa.optimize import OptimizeSpec, run_optimize
-    from treeqa.programs.compiled import CompiledProgramError
-
     try:
         dataset, asked = _questions_by_id(dataset, train_from, dev, train, sample_name, ids, train_sample, train_ids)
         spec = OptimizeSpec(program=program, dataset=dataset, optimizer=optimizer, train_from=train_from, **asked,
@@ -146,9 +146,6 @@ def optimize_cmd(
 def _questions_by_id(dataset, train_from, dev, train, sample_name, ids, train_sample, train_ids) -> tuple[str, dict]:
     """(dataset, the spec's sizes and ids): each side's questions by a committed sample or an id
     file where given (a sample's dataset and split must be the side's), else seeded."""
-    from treeqa.data.samples import selection
-    from treeqa.optimize.spec import splits_for
-
     dev_chosen = selection(sample_name, ids, dataset, None)
     dataset = dataset or (dev_chosen.dataset if dev_chosen and dev_chosen.dataset else OPT.dataset)
     train_dataset = train_from or dataset

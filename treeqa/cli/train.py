@@ -9,13 +9,26 @@ import json
 from pathlib import Path
 from typing import Annotated
 
+import dspy
 import typer
 
 from treeqa.cli.common import ApiBaseOption, ApiKeyOption, ReaderModelOption, app, fail, parse_params
+from treeqa.evaluation.replay import ReplayError
+from treeqa.lm import adapter_for
+from treeqa.lm.adapter_check import AdapterError
 from treeqa.lm.lora import LoraRecipe
+from treeqa.lm.peft_export import write_peft
 from treeqa.programs.compiled import CompiledProgramError, read_recipe
+from treeqa.programs.compiled.adapters import run_adapters_with
+from treeqa.teleprompt.recorded import reader_of
 from treeqa.train import outputs
 from treeqa.train.attach import attach_to_compiled, source_program
+from treeqa.train.chats import train_and_validation_reads, training_chats
+from treeqa.train.reader import train_reader
+from treeqa.train.reads import EVIDENCE_DISTRACTORS, KINDS, TAKES, build_reader_set, hashed_order, parse_mix, read_set
+from treeqa.train.reasons import find_reasons
+from treeqa.train.scores import score_reads, summarise
+from treeqa.train.tor_reads import write_tor_reads
 
 train_app = typer.Typer(help="A program's trained weights (LoRA adapters on the embedded model).",
                         no_args_is_help=True)
@@ -97,8 +110,6 @@ def reads_cmd(
 ) -> None:
     """Build the reader's training set from every question we may train on (never a claim sample):
     RAFT-style reads in rta's exact prompt, yes/no balanced, its sha256 in the manifest."""
-    from treeqa.train.reads import EVIDENCE_DISTRACTORS, TAKES, build_reader_set, parse_mix
-
     try:
         weights = parse_mix(mix) if mix is not None else None
     except ValueError as exc:
@@ -129,9 +140,6 @@ def tor_reads_cmd(
 ) -> None:
     """Build ToR's fusion reader's training set from its own recorded searches (no LM call): each
     search as the reader reads it, and with the gold paragraphs it missed added."""
-    from treeqa.evaluation.replay import ReplayError
-    from treeqa.train.tor_reads import write_tor_reads
-
     claimed(out, outputs.READS_FILES, outputs.reads_folder_is_ours, "treeqa train tor-reads")
     try:
         manifest = write_tor_reads(run, compiled, out, seed=seed, partial_share=partial_share,
@@ -157,11 +165,8 @@ def reasons_cmd(
 ) -> None:
     """Find reasons the model writes itself (STaR) for the set's reads, into SET/reasons.jsonl;
     a rerun resumes. Prints how many reads gained a kept reason."""
-    import dspy
-
-    from treeqa.lm import adapter_for, get_lm
-    from treeqa.train.reads import hashed_order, read_set
-    from treeqa.train.reasons import find_reasons
+    # late: tests replace treeqa.lm.get_lm, so it is read at call time
+    from treeqa.lm import get_lm
 
     chosen = hashed_order(read_set(reads, None if side == "both" else side, per_question, yes_no_built))[:limit]
     model = get_lm(lm, api_base=api_base, api_key=api_key, cache=not no_cache)
@@ -190,13 +195,8 @@ def score_cmd(
 ) -> None:
     """Validation EM: the program's reader (and its adapter) answering a built set's held-out
     reads, as the program calls it. Prints EM and F1, overall and by kind and dataset."""
-    import dspy
-
-    from treeqa.lm import adapter_for, get_lm
-    from treeqa.programs.compiled.adapters import run_adapters_with
-    from treeqa.teleprompt.recorded import reader_of
-    from treeqa.train.reads import KINDS, read_set
-    from treeqa.train.scores import score_reads, summarise
+    # late: tests replace treeqa.lm.get_lm, so it is read at call time
+    from treeqa.lm import get_lm
 
     if side not in ("validation", "train", "both"):
         raise typer.BadParameter("validation, train or both", param_hint="--side")
@@ -227,6 +227,7 @@ def score_cmd(
 
 def _train_resumably(chats: list[dict], out: Path, recipe, **options):
     """`train_adapter`, with a stop by Ctrl-C or SIGTERM told in one line (exit 130), not a traceback."""
+    # late: tests replace treeqa.lm.provider.train_adapter, so it is read at call time
     from treeqa.lm.provider import train_adapter
 
     try:
@@ -273,8 +274,8 @@ def lora_cmd(
 ) -> None:
     """Train a LoRA reader on a built set, with a validation curve; the adapter is the best point.
     The recipe's defaults are the one recipe's (`LoraRecipe`), which the recipe comparison chose."""
+    # late: tests replace treeqa.lm.lora.native_bf16, so it is read at call time
     from treeqa.lm.lora import native_bf16
-    from treeqa.train.chats import train_and_validation_reads, training_chats
 
     claimed(out, outputs.LORA_FILES, outputs.lora_folder_is_ours, "treeqa train lora")
     train, held_out = train_and_validation_reads(reads, per_question, yes_no_built, limit)
@@ -307,8 +308,6 @@ def reader_cmd(
     """The whole road in one command, with the choices validation made (`treeqa.train.reader`):
     the reads of every question we may train on, the LoRA reader trained on them, reader.json.
     This is what the trained-reader compiler runs, and how the released reader was trained."""
-    from treeqa.train.reader import train_reader
-
     claimed(out, outputs.READER_FILES, outputs.reader_folder_is_ours, "treeqa train reader")
     try:
         record = train_reader(out, budget_s=budget_s, device=device, say=lambda line: typer.echo(line, err=True))
@@ -327,9 +326,6 @@ def peft_cmd(
 ) -> None:
     """Write an adapter in PEFT's form, for a server that loads LoRA that way (vLLM: --enable-lora
     --lora-modules NAME=OUT); llama.cpp's server takes the .gguf itself (--lora)."""
-    from treeqa.lm.adapter_check import AdapterError
-    from treeqa.lm.peft_export import write_peft
-
     if not adapter.is_file():
         fail(f"{adapter}: no such adapter")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -264,7 +264,7 @@ def _usable_answers(answers: list, path: Path, where: str) -> list[str]:
 # --- hub fallback: the official datasets, converted to the same examples ----------------
 
 def _load_from_hub(hub: HubSource, split: str) -> list[dspy.Example]:
-    import datasets
+    import datasets  # heavy (pyarrow): only the hub fallback loads it
 
     rows = datasets.load_dataset(hub.path, hub.config, split=hub.splits[split],
                                  cache_dir=str(get_settings().hf_cache_dir / "datasets"))

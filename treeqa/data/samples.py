@@ -12,7 +12,8 @@ from pathlib import Path
 
 import dspy
 
-from treeqa.data.loaders import DataError, load_examples, load_split
+from treeqa.data.full_files import record_id
+from treeqa.data.loaders import DataError, _read_records, load_examples, load_split, split_path
 from treeqa.data.sample_ids import SampleError, read_ids, sample_ids, sample_info
 
 __all__ = ["Selection", "draw", "select_by_ids", "selection"]
@@ -65,9 +66,6 @@ def draw(name: str) -> list[str]:
     info = sample_info(name)
     drawn = info["drawn"]
     if drawn == "subset":
-        from treeqa.data.full_files import record_id
-        from treeqa.data.loaders import _read_records, split_path
-
         return [record_id(rec) for _, rec in _read_records(split_path(info["dataset"], info["split"]))]
     examples = load_examples(info["dataset"], info["split"], n=drawn["n"], seed=drawn["seed"], skip=drawn["skip"])
     return [ex.id for ex in examples]

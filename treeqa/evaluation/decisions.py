@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from treeqa.evaluation.metrics import exact_match
 from treeqa.evaluation.stats import auc
+from treeqa.programs import PROGRAMS
 
 CALIBRATION_BINS = 10
 
@@ -200,8 +201,6 @@ def beam_decisions(records: Sequence[dict]) -> dict:
 def decisions(program: str, records: Sequence[dict], gold: Mapping[str, Sequence[str]]) -> dict | None:
     """The decision figures that fit `program`'s search tree (its declared `tree_shape`); None for
     programs that do not search."""
-    from treeqa.programs import PROGRAMS
-
     shape = PROGRAMS[program].tree_shape if program in PROGRAMS else None
     if shape in ("reviews", "chain"):
         return review_decisions(records, gold, chain=shape == "chain")

@@ -21,6 +21,7 @@ from typing import Any
 import dspy
 from dspy.dsp.utils.settings import thread_local_overrides
 from dspy.utils.callback import BaseCallback
+from tqdm import tqdm
 
 from treeqa.data.answers import RECALL_K
 from treeqa.evaluation.metrics import answer_hit_at_k, exact_match, f1_score, recall_at_k
@@ -310,8 +311,6 @@ def evaluate(program: dspy.Module, examples: list[dspy.Example], lm: dspy.LM | N
 
     Returns the summary figures (see `summarize`) and the records, in example order.
     """
-    from tqdm import tqdm
-
     out_path = Path(out_path) if out_path is not None else None
     done = _earlier_records(out_path, run_key, retry_failed) if out_path is not None else {}
     todo = [ex for ex in examples if ex.id not in done]

@@ -24,13 +24,17 @@ import stat
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
+from statistics import mean, median
 from typing import Any
 
 import dspy
 
 from treeqa.data.passage import Passage
 from treeqa.evaluation.records import read_records, records_file
-from treeqa.programs.compiled import CompiledFile, CompiledProgramError
+from treeqa.evaluation.runs import EvalSpec, compiled_params, read_spec, run_evaluation
+from treeqa.programs import PROGRAMS, build_program
+from treeqa.programs.beam_search import BeamSearchQA
+from treeqa.programs.compiled import CompiledFile, CompiledProgramError, load_program
 from treeqa.programs.review_run import ReviewNode, ReviewRun
 from treeqa.retrievers.base import Retriever
 
@@ -67,8 +71,6 @@ class NoSearch(Retriever):
 def reading_of(program: str | None) -> tuple[frozenset, str]:
     """(the settings only the reading uses, the one that changes the reader's inputs) of a
     program: ToR's (READER_SETTINGS and `fusion`) for one that is not replayed."""
-    from treeqa.programs import PROGRAMS
-
     return READINGS.get(getattr(PROGRAMS.get(program), "tree_shape", None), READINGS["reviews"])
 
 
@@ -78,8 +80,6 @@ def with_reading(found: CompiledFile, overrides: Mapping[str, Any]) -> CompiledF
     compiled demos and instructions were written for the other input. `fusion=passages` and the
     beam's `reading=passages` are rta's reader, so the program reads its search in the prompt an
     rta adapter was trained on."""
-    from treeqa.programs import build_program
-
     reading, switch = reading_of(found.program)
     if set(overrides) - reading:
         raise CompiledProgramError(f"{found.path}: a compiled program keeps its search as compiled; only its "
@@ -218,8 +218,6 @@ def recorded_trees(records: list[dict], reader: str, shape: str = "reviews") -> 
     """question -> (tree, the search's cost: every call but the `reader`'s) of a run's records
     (trees of `shape`: "reviews" for ToR, "states" for the beam); failed records are left out
     (their questions are not replayed until the run has them)."""
-    from treeqa.programs.beam_search import BeamSearchQA
-
     trees = {}
     for record in records:
         tree = record.get("tree")
@@ -300,8 +298,6 @@ def source_recipe(records_dir: Path, recorded) -> CompiledFile:
     """The program a recorded run searched with: an optimize run's `compiled.json` beside its
     `compiled/` records, the file an `evaluate --compiled` run names, or, for a zero-shot run,
     the program its spec builds (no demos, the signatures' own instructions)."""
-    from treeqa.programs import build_program
-
     if records_dir.name == "compiled" and (records_dir.parent / "compiled.json").is_file():
         return CompiledFile.read(records_dir.parent / "compiled.json")
     named = recorded.params.get("_compiled")
@@ -326,9 +322,6 @@ def replay_run(records_dir: Path, compiled: str | Path | CompiledFile, source: s
     in `records_dir`, reading its recorded searches: (the evaluation's result, questions
     replayed, questions in the sample). The run's folder is only read; the replay's records go
     to `out` and a rerun resumes them. `compiled` is read once (a CompiledFile is taken as read)."""
-    from treeqa.evaluation.runs import EvalSpec, compiled_params, run_evaluation
-    from treeqa.programs.compiled import load_program
-
     recorded = recorded_spec(records_dir)
     found = compiled if isinstance(compiled, CompiledFile) else CompiledFile.read(compiled)
     compiled = found.path
@@ -382,8 +375,6 @@ def record_search_cost(result: dict[str, Any], records_dir: Path) -> dict[str, A
     seconds and calls are the reading's alone; the program's cost is the two together).
     `includes_reading` counts the records too old to split the recorded reading out (their
     figures are the whole recorded question's)."""
-    from statistics import mean, median
-
     searched = [r["tree"]["replayed"] for r in result["records"] if (r.get("tree") or {}).get("replayed")]
     cost = {"from": str(records_dir), "questions": len(searched)}
     if searched:
@@ -450,8 +441,6 @@ def not_a_records_file(path: Path) -> str | None:
 
 def recorded_spec(records_dir: Path):
     """The EvalSpec of the run in `records_dir` (the sample its records answer)."""
-    from treeqa.evaluation.runs import read_spec
-
     spec_file = records_dir / "spec.json"
     if not spec_file.is_file():
         raise ReplayError(f"{records_dir} is not a run folder (no spec.json)")
@@ -464,8 +453,6 @@ def recorded_spec(records_dir: Path):
 def replayable(name: str | None):
     """The class of program `name`, if it reads apart from its search (ToR's `answer_from`, the
     beam's `answer_from_tree`)."""
-    from treeqa.programs import PROGRAMS
-
     program = PROGRAMS.get(name)
     if not (hasattr(program, "answer_from") or hasattr(program, "answer_from_tree")):
         raise ReplayError(f"{name!r} does not read apart from its search (no answer_from): only ToR and beam runs "

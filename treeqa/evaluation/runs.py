@@ -11,14 +11,31 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Literal
 
+import dspy
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, computed_field, field_validator, model_validator
 
-from treeqa.data import DEFAULT_DATASET
+from treeqa.data import DEFAULT_DATASET, SPLITS, corpus_description, load_examples
+from treeqa.data.loaders import get_dataset
+from treeqa.data.sample_ids import ids_sha256, sample_info
+from treeqa.data.samples import load_by_ids
+from treeqa.evaluation.decisions import decisions
+from treeqa.evaluation.loop import evaluate
 from treeqa.evaluation.machine import machine
+from treeqa.evaluation.records import (
+    RECORDS_NAME,
+    check_whole,
+    copy_records,
+    read_records,
+    records_file,
+    refuse_compressed,
+    rewrite_records,
+)
 from treeqa.evaluation.tables import markdown_table
+from treeqa.lm import adapter_for, is_embedded
 from treeqa.programs import ProgramSpec, resolve_program
-from treeqa.retrievers import DEFAULT_KIND
+from treeqa.programs.compiled import run_adapters_with
+from treeqa.retrievers import DEFAULT_KIND, RETRIEVERS
 from treeqa.settings import default_runs_dir, get_settings, portable_path, recorded_command, without_userinfo
 
 RUNS_DIR = default_runs_dir()
@@ -27,9 +44,6 @@ RUNS_DIR = default_runs_dir()
 def check_spec_names(dataset: str, split: str | None, retriever: str) -> None:
     """Every name a run folder is made from must be one we know (no '../' can reach a path; the
     program's and preset's are checked by `resolve_program`)."""
-    from treeqa.data.loaders import get_dataset
-    from treeqa.retrievers import RETRIEVERS
-
     splits = get_dataset(dataset).splits  # an unknown name: the registry's error, naming the choices
     if split is not None and split not in splits:
         raise ValueError(f"{dataset} has no split {split!r}; available: {', '.join(splits)}")
@@ -86,6 +100,7 @@ class EvalSpec(BaseModel):
         if self.ids is not None:
             self._check_ids()
         if self.corpus is not None:
+            # late: tests replace treeqa.retrievers.check_corpus_name, so it is read at call time
             from treeqa.retrievers import check_corpus_name
 
             check_corpus_name(self.corpus)
@@ -94,8 +109,6 @@ class EvalSpec(BaseModel):
     def _check_ids(self) -> None:
         """A run by ids asks each id once and all of them (n is their number); a sample name is a
         committed one (it names the default folder)."""
-        from treeqa.data.sample_ids import sample_info
-
         if not self.ids or len(set(self.ids)) != len(self.ids):
             raise ValueError("ids must name at least one question, each once")
         if self.skip or self.seed:  # the ids are the questions, in their order: a skip or seed would be ignored
@@ -110,8 +123,6 @@ class EvalSpec(BaseModel):
     def ids_sha256(self) -> str | None:
         """The hash of the ids a run by ids asks (what its key holds in place of the list; spec.json
         shows it)."""
-        from treeqa.data.sample_ids import ids_sha256
-
         return ids_sha256(self.ids) if self.ids is not None else None
 
     @property
@@ -167,8 +178,6 @@ def split_threads(program: str, threads: int, lm) -> tuple[int, int]:
     (`benchmarks/endpoint.md`). A program's own `threads` setting (`--param threads=N`, what
     serving one question at a time wants) still sends a level's calls together.
     """
-    from treeqa.lm import is_embedded
-
     if threads <= 1 or is_embedded(lm):
         return 1, 1
     return 1, threads
@@ -255,8 +264,6 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
             raise ValueError(f"{out_dir} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                              f"  now:   {describe_spec(spec)}\nuse another --out (or the default folder)")
     else:  # no spec.json (deleted, or a copied folder): the records' keys say whose folder it is
-        from treeqa.evaluation.records import read_records, records_file
-
         refuse_foreign_folder(out_dir)
 
         keys = {r.get("run") for r in read_records(records_file(out_dir))} - {None, spec.key()}
@@ -271,8 +278,6 @@ def claim_folder(out_dir: Path, spec: EvalSpec) -> None:
 def _name_the_side(out_dir: Path, earlier: EvalSpec, spec: EvalSpec) -> None:
     """An optimize side written before specs named their side: its records take the key of the
     spec that names it, so the run resumes (and `earlier` is then that spec)."""
-    from treeqa.evaluation.records import RECORDS_NAME, read_records, rewrite_records
-
     old_key, earlier.side = earlier.key(), spec.side
     records = out_dir / RECORDS_NAME
     if earlier.key() == old_key or not records.is_file():
@@ -288,8 +293,6 @@ def adopt_run(source: Path, out_dir: Path, spec: EvalSpec) -> None:
     questions are not asked again (optimize's zero-shot side reusing a reference run). The
     source is only read (its records decompressed into `out_dir` when they are compressed); a run
     of another spec is refused, naming both."""
-    from treeqa.evaluation.records import RECORDS_NAME, copy_records, refuse_compressed
-
     check_adoptable(source, spec)
     refuse_compressed(out_dir / RECORDS_NAME)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -311,8 +314,6 @@ def check_adoptable(source: Path, spec: EvalSpec) -> None:
     if earlier.key() != spec.key():
         raise ValueError(f"{source} holds a run of another spec:\n  there: {describe_spec(earlier)}\n"
                          f"  needed: {describe_spec(spec)}")
-    from treeqa.evaluation.records import check_whole
-
     check_whole(source)
 
 
@@ -373,8 +374,6 @@ def run_evaluation(spec: EvalSpec, out: str | Path | None = None, program=None,
         raise ValueError(f"--out {out_dir} is a file, not a folder")
     refuse_other_kind(out_dir, "evaluate")
     refuse_foreign_folder(out_dir)
-    from treeqa.evaluation.records import RECORDS_NAME, refuse_compressed
-
     refuse_compressed(out_dir / RECORDS_NAME)  # before anything is written there
     out_dir.mkdir(parents=True, exist_ok=True)
     with folder_lock(out_dir):
@@ -386,11 +385,7 @@ def select_examples(dataset: str, split: str, n: int, seed: int, skip: int = 0, 
                     ids: list[str] | None = None) -> list:
     """The seeded sample a spec names, or its `ids` in their order; asking for more questions
     than the split holds is an error (a spec that says 100000 must not silently mean 297)."""
-    from treeqa.data import load_examples
-
     if ids is not None:
-        from treeqa.data.samples import load_by_ids
-
         return load_by_ids(dataset, split, ids)
 
     examples = load_examples(dataset, split, n=n, seed=seed, skip=skip)
@@ -403,14 +398,8 @@ def select_examples(dataset: str, split: str, n: int, seed: int, skip: int = 0, 
 
 def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_failed: bool,
                 max_errors: int | None, question_budget: float | None) -> dict[str, Any]:
-    import dspy
-
-    from treeqa.data import SPLITS, corpus_description
-    from treeqa.evaluation.decisions import decisions
-    from treeqa.evaluation.loop import evaluate
-    from treeqa.evaluation.records import RECORDS_NAME
-    from treeqa.lm import adapter_for, get_lm, is_embedded
-    from treeqa.programs.compiled import run_adapters_with
+    # late: tests replace treeqa.lm.get_lm and treeqa.retrievers.get_retriever; read at call time
+    from treeqa.lm import get_lm
     from treeqa.retrievers import get_retriever
 
     if spec.corpus:  # gold ids name the dataset's pooled paragraphs: another corpus cannot be scored on them

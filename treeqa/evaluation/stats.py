@@ -152,7 +152,7 @@ def describe(cmp: dict, key: str = "em") -> str:
 def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     """Area under the ROC curve: the chance a random positive scores above a random negative
     (ties count half). None without both classes."""
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_auc_score  # scikit-learn is heavy: loaded for the first AUC
 
     labels = [bool(y) for y in labels]
     if len(labels) != len(scores):

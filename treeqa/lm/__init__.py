@@ -122,6 +122,7 @@ def get_lm(name: str = "local", *, api_base: str | None = None, api_key: str | N
         raise ValueError("an LM name is required, e.g. 'local' or 'openai/gpt-4o-mini'")
     secure_cache()
     if name in LOCAL_NAMES:
+        # late: treeqa.lm.provider imports this module back (a circle); only the embedded model needs it
         from treeqa.lm.provider import EmbeddedLM, EmbeddedProvider, register_adapter
 
         engine = local_engine(adapter=str(adapter), lazy=True) if adapter is not None else local_engine()

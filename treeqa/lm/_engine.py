@@ -63,7 +63,7 @@ def ggml_has_amx() -> bool:
     """Whether the installed llama.cpp was compiled with ggml's AMX kernels (`-march=native` on a
     Xeon with AMX). Loading weights into their buffers crashed every first decode on this
     project's AMX machines (llama-cpp-python 0.3.36), so the Makefile builds without them."""
-    import llama_cpp
+    import llama_cpp  # heavy: llama.cpp's native library, loaded on first use
 
     for lib in sorted((Path(llama_cpp.__file__).parent / "lib").glob("libggml-cpu*")):
         try:
@@ -79,7 +79,7 @@ def ggml_has_amx() -> bool:
 def _extra_buffer_types_off():
     """Load a model without ggml's extra buffer types (AMX, weight repacking): llama_cpp.Llama
     takes its model params from `llama_model_default_params` and exposes no switch of its own."""
-    import llama_cpp.llama_cpp as api
+    import llama_cpp.llama_cpp as api  # heavy native library: loaded when a model is
 
     default = api.llama_model_default_params
 
@@ -159,7 +159,7 @@ class LlamaEngine:
 
     @staticmethod
     def _load(path: Path, n_threads: int, n_ctx: int, kv_cache_mb: int, adapter: Path | None = None):
-        import llama_cpp
+        import llama_cpp  # heavy: llama.cpp's native library loads with the first model
 
         if adapter is not None:  # the one door to llama.cpp's reader, which trusts an adapter's tensors
             check_adapter(adapter, path)
@@ -291,7 +291,7 @@ class LlamaEngine:
             return
         wanted = generation_threads(self.threads, busy)
         if wanted != self.generating_with:
-            import llama_cpp
+            import llama_cpp  # late: loaded by now; tests stand one in through sys.modules
 
             llama_cpp.llama_set_n_threads(self.llama._ctx.ctx, wanted, self.threads)
             log.debug("generating with %d thread(s), prompts with %d", wanted, self.threads)
@@ -319,7 +319,7 @@ class LlamaEngine:
 
     @staticmethod
     def grammar_from_schema(schema_json: str):
-        from llama_cpp import LlamaGrammar
+        from llama_cpp import LlamaGrammar  # heavy native library: loaded when a grammar is built
 
         return LlamaGrammar.from_json_schema(schema_json, verbose=False)
 

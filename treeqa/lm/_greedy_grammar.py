@@ -30,7 +30,7 @@ class GreedyGrammarSampler:
     """
 
     def __init__(self, llama, grammar, top_logprobs: int | None = None):
-        import llama_cpp
+        import llama_cpp  # heavy: llama.cpp's native library, loaded with a model
 
         self._api = llama_cpp
         self.n_vocab = llama.n_vocab()

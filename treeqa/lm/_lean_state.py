@@ -21,6 +21,7 @@ def install(llama) -> None:
     """Replace `llama.save_state` / `load_state` with the lean versions (logits_all must be off)."""
     if getattr(llama, "_logits_all", False):
         return  # the scores are real then: keep llama-cpp-python's own
+    # llama.cpp's bindings are heavy: loaded once a model is, not by treeqa.lm
     import llama_cpp
     from llama_cpp.llama import LlamaState
 

@@ -16,6 +16,8 @@ import json
 import os
 from pathlib import Path
 
+from tqdm import tqdm
+
 from treeqa.settings import get_settings
 
 MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -92,8 +94,6 @@ def part_files() -> list[Path]:
 
 def install(force: bool = False, progress: bool = True, chunk: int = 8 << 20) -> Path:
     """Assemble and verify the GGUF in the cache dir; a verified existing file is kept."""
-    from tqdm import tqdm
-
     target = assembled_path()
     if target.is_file() and not force:
         if is_verified(target):

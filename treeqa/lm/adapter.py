@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from treeqa.lm._weights import sha256_of
 from treeqa.lm.adapter_check import GGUF_NAMES, AdapterError, check_adapter
-from treeqa.settings import RELEASED_READER_DIR
+from treeqa.settings import RELEASED_READER_DIR, get_settings
 
 _PEFT_KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
 SHIPPED_ADAPTER = RELEASED_READER_DIR / "adapter.gguf"  # the released reader's, package data
@@ -52,8 +54,8 @@ def write_adapter(lora_state: dict[str, Any], path: str | Path, *, alpha: float,
     """Write a peft LoRA state dict as a llama.cpp GGUF adapter at `path` (atomically), its
     tensors in f16 (half the bytes of f32: trained LoRA factors are small numbers well inside
     f16's range and precision) or `dtype="f32"`."""
+    # gguf (~0.1 s) loads when an adapter is written, not with treeqa.lm
     import gguf
-    import numpy as np
 
     if dtype not in ("f16", "f32"):
         raise ValueError(f"adapter dtype is f16 or f32, got {dtype!r}")
@@ -80,7 +82,7 @@ def adapter_from_checkpoint(checkpoint: str | Path, path: str | Path, *, alpha: 
                             architecture: str = "qwen2") -> tuple[Path, int]:
     """Write the LoRA weights of a training checkpoint (`treeqa.lm.lora`) as an adapter: what a
     stopped or still running training has learned so far. Returns (adapter, examples trained)."""
-    import torch
+    import torch  # heavy: only a training checkpoint needs it
 
     state = torch.load(Path(checkpoint), weights_only=True)
     return write_adapter(state["lora"], path, alpha=alpha, architecture=architecture), int(state["step"])
@@ -88,7 +90,7 @@ def adapter_from_checkpoint(checkpoint: str | Path, path: str | Path, *, alpha: 
 
 def read_adapter(path: str | Path) -> dict[str, Any]:
     """(metadata, tensor shapes) of a GGUF adapter, refusing what llama.cpp would not load."""
-    import gguf
+    import gguf  # ~0.1 s: loaded when an adapter is read, not with treeqa.lm
 
     try:
         reader = gguf.GGUFReader(str(path))
@@ -182,8 +184,6 @@ def private_copy(data: bytes, sha256: str) -> Path:
     """The hashed bytes, written once under the cache dir and named by their hash (read-only):
     what the engine loads is what was checked, whatever happens to the compiled file's folder
     afterwards (a shared or downloaded folder is not ours to trust between check and load)."""
-    from treeqa.settings import get_settings
-
     folder = get_settings().cache_dir / "adapters"
     target = folder / f"{sha256}.gguf"
     if target.is_file() and not target.is_symlink() and sha256_of(target) == sha256:
@@ -223,6 +223,7 @@ def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str) -> tuple[
     or changed adapter, or one trained on other weights, is an AdapterError of one line."""
     if "adapter" not in recipe:
         return None
+    # late: the LM door (treeqa.lm) is read at call time, where tests replace its base hash (a circle too)
     from treeqa.lm import base_model_sha256
 
     ref = AdapterRef.from_dict(recipe["adapter"], where)
@@ -237,6 +238,7 @@ def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str) -> tuple[
 
 def attach(program, adapter: Path, predictors, cache: bool = True, where: str = "") -> None:
     """Give the named predictors of `program` the embedded model with `adapter` added (their own LM)."""
+    # late: the LM door (treeqa.lm) is read at call time, where tests replace get_lm (a circle too)
     from treeqa.lm import get_lm
 
     named = dict(program.named_predictors())

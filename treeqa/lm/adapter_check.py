@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from treeqa.lm._weights import model_path
+
 # Hugging Face projection names -> llama.cpp's tensor names (Qwen2 / Llama layout): the weights a
 # LoRA adapter may adapt
 GGUF_NAMES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",
@@ -120,8 +122,6 @@ def check_adapter(path: str | Path, base: str | Path | None = None) -> None:
     default the embedded model): not a whole GGUF LoRA file, another architecture, a tensor the
     base lacks, a type other than F32/F16, a lora_a without its lora_b, or widths and ranks that
     do not fit the base weight they adapt."""
-    from treeqa.lm._weights import model_path
-
     path = Path(path)
     targets = base_targets(Path(base) if base is not None else model_path())
     size = _checked_header(path, len(targets.shapes))
@@ -150,7 +150,7 @@ def _checked_header(path: Path, targets: int) -> int:
 
 
 def _read(path: Path):
-    import gguf
+    import gguf  # ~0.1 s: loaded when an adapter is checked, not with treeqa.lm
 
     try:
         return gguf.GGUFReader(str(path))
@@ -182,7 +182,7 @@ def _check_metadata(reader, targets: BaseTargets, path: Path) -> None:
 
 def _check_tensors(reader, targets: BaseTargets, path: Path, size: int) -> dict[str, dict[str, tuple]]:
     """Weight name -> {"a": shape, "b": shape}, once every tensor fits the base and the file."""
-    import gguf
+    import gguf  # ~0.1 s: loaded when an adapter is checked
 
     pairs: dict[str, dict[str, tuple]] = {}
     for tensor in reader.tensors:

@@ -15,6 +15,7 @@ llama.cpp's LoRA format.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
@@ -29,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +175,6 @@ def release_freed_memory() -> bool:
     training's tensors, whose sizes vary with each read, come from a heap that fragments and
     keeps them resident (8.8 -> 13.8 GiB over 320 reads). Once an example costs no measurable
     time and keeps the process at its working set (benchmarks/lora_memory.md)."""
-    import ctypes
-
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
@@ -226,7 +227,7 @@ class LayerCache:
         return self.folder / f"{example.key()[:32]}.pt"
 
     def get(self, example: TokenizedExample):
-        import torch
+        import torch  # heavy: the layer cache is only read while training
 
         path = self.path(example)
         if not path.is_file():
@@ -238,7 +239,7 @@ class LayerCache:
         return hidden if hidden.shape[1] == len(example) else None
 
     def put(self, example: TokenizedExample, hidden) -> None:
-        import torch
+        import torch  # heavy: the layer cache is only written while training
 
         path = self.path(example)
         tmp = path.with_suffix(".tmp")
@@ -306,6 +307,7 @@ class LoraTrainer:
 
     def __init__(self, model, tokenizer, recipe: LoraRecipe, base_id: str, work_dir: str | Path,
                  cache_dir: str | Path | None = None):
+        # heavy: torch and peft load when a trainer is made, not with LoraRecipe (read at CLI start)
         import torch
         from peft import LoraConfig, get_peft_model
 
@@ -337,7 +339,7 @@ class LoraTrainer:
     # -- the two halves of the forward pass ------------------------------------------------
     def lower_hidden(self, example: TokenizedExample):
         """The hidden states entering layer `split`, from the cache or computed (no grad)."""
-        import torch
+        import torch  # heavy: loaded by a training, not by this module's import
 
         hidden = self.cache.get(example)
         if hidden is not None:
@@ -353,6 +355,7 @@ class LoraTrainer:
 
     def answer_loss(self, example: TokenizedExample, hidden):
         """Mean cross-entropy of the answer tokens, through the trained layers."""
+        # heavy: torch is loaded by a training, not by this module's import
         import torch
         import torch.nn.functional as F
 
@@ -366,6 +369,7 @@ class LoraTrainer:
 
     def full_loss(self, example: TokenizedExample):
         """The same loss through the model's own forward pass (for checking the split path)."""
+        # heavy: torch is loaded by a training (this check runs one), not by this module's import
         import torch
         import torch.nn.functional as F
 
@@ -401,8 +405,7 @@ class LoraTrainer:
         examples (a multiple of the recipe's `accumulate`) and at the end; each point goes to
         `self.curve`, and the weights of the best point are kept in `work_dir/best-STEP.pt`
         (`best_lora_state`), so more epochs than needed cost time, not quality."""
-        import torch
-        from tqdm import tqdm
+        import torch  # heavy: loaded by a training, not by this module's import
 
         started = time.perf_counter()
         kept, skipped = self._fitting(examples)
@@ -452,7 +455,7 @@ class LoraTrainer:
 
     def validation_loss(self, validation: Sequence[TokenizedExample]) -> float:
         """Mean answer loss over `validation`, without gradients (lower layers from the cache)."""
-        import torch
+        import torch  # heavy: loaded by a training, not by this module's import
 
         self.model.eval()
         total = 0.0
@@ -466,7 +469,7 @@ class LoraTrainer:
     def validate(self, validation: Sequence[TokenizedExample], step: int, losses: list[float]) -> dict[str, Any]:
         """One point of the curve: the validation loss now, and the mean training loss since the
         last point; the best point's weights are written to `work_dir/best-STEP.pt`."""
-        import torch
+        import torch  # heavy: loaded by a training, not by this module's import
 
         since = self.curve[-1]["step"] if self.curve else 0
         recent = losses[since:step]
@@ -486,7 +489,7 @@ class LoraTrainer:
         """Step 0 of the curve, the base model's loss; measured late (first in the curve) for a
         run that resumes a checkpoint from before step 0 was measured. Its weights are LoRA's
         with B zeroed, which leave the base model as it is."""
-        import torch
+        import torch  # heavy: loaded by a training, not by this module's import
 
         if not self.curve:
             self.validate(validation, 0, losses)
@@ -507,7 +510,7 @@ class LoraTrainer:
 
     def best_lora_state(self) -> dict[str, Any]:
         """The weights of the best validation point, or the current ones without validation."""
-        import torch
+        import torch  # heavy: loaded by a training, not by this module's import
 
         if self.best is None:
             return self.lora_state()
@@ -551,7 +554,7 @@ class LoraTrainer:
                   checkpoint_every: int) -> None:
         """One example's backward pass; at each `accumulate`-th example (and the last) the
         optimizer step at the schedule's learning rate, checkpointed every `checkpoint_every`."""
-        import torch
+        import torch  # heavy: loaded by a training, not by this module's import
 
         recipe = self.recipe
         t0 = time.perf_counter()
@@ -609,12 +612,12 @@ class LoraTrainer:
                            losses=losses, curve=list(self.curve), best=self.best)
 
     def lora_state(self) -> dict[str, Any]:
-        from peft import get_peft_model_state_dict
+        from peft import get_peft_model_state_dict  # heavy (brings torch): loaded by a training
 
         return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
 
     def _checkpoint(self, optimizer, fingerprint: str, run: _Progress) -> None:
-        import torch
+        import torch  # heavy: loaded by a training, not by this module's import
 
         path = self.work_dir / "checkpoint.pt"
         tmp = path.with_suffix(".tmp")
@@ -627,6 +630,7 @@ class LoraTrainer:
                 stale.unlink(missing_ok=True)
 
     def _resume(self, optimizer, fingerprint: str, total: int) -> tuple[int, list[float]]:
+        # heavy: torch and peft load when a training resumes, not with this module
         import torch
         from peft import set_peft_model_state_dict
 

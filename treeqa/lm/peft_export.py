@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from treeqa.lm.adapter import read_adapter
 from treeqa.lm.adapter_check import GGUF_NAMES, AdapterError
 
@@ -32,8 +34,8 @@ def peft_key(gguf_name: str) -> str:
 
 def write_peft(adapter: str | Path, folder: str | Path, base_model: str = BASE_MODEL) -> Path:
     """Write `adapter` (a GGUF LoRA adapter) into `folder` in PEFT's form; returns the folder."""
+    # gguf and safetensors load when an adapter is exported, not when the CLI imports this module
     import gguf
-    import numpy as np
     from safetensors.numpy import save_file
 
     meta = read_adapter(adapter)  # refuses what is not a LoRA adapter

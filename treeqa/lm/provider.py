@@ -29,6 +29,10 @@ from typing import Any
 import dspy
 from dspy.clients.provider import Provider, TrainingJob
 
+from treeqa.lm.adapter import sha256_of, write_adapter
+from treeqa.lm.lora import LoraRecipe, LoraTrainer, chat_tokens, release_freed_memory
+from treeqa.settings import get_settings
+
 log = logging.getLogger(__name__)
 
 _adapters: dict[str, Path] = {}
@@ -37,6 +41,7 @@ _adapters_lock = threading.Lock()
 
 def register_adapter(path: str | Path) -> str:
     """The model name DSPy will know an adapter by (base model + the adapter's hash)."""
+    # late: the LM door (treeqa.lm) imports this module on first use (a circle)
     from treeqa.lm import local_model_id
 
     path = Path(path).resolve()
@@ -53,6 +58,7 @@ class EmbeddedLM(dspy.LM):
     def copy(self, **kwargs):
         model = kwargs.get("model")
         if model and model != self.model and "engine" not in kwargs:
+            # late: the LM door is read at call time, where tests replace its engine (treeqa.lm.local_engine)
             from treeqa.lm import local_engine
 
             with _adapters_lock:
@@ -82,8 +88,6 @@ class EmbeddedProvider(Provider):
     @staticmethod
     def finetune(job: TrainingJob, model: str, train_data: list[dict[str, Any]], train_data_format=None,
                  train_kwargs: dict[str, Any] | None = None) -> str:
-        from treeqa.lm.lora import LoraRecipe
-
         kwargs = dict(train_kwargs or {})
         chats = list(train_data) + list(kwargs.pop("extra_data", None) or [])
         fields = kwargs.pop("recipe", None) or {}
@@ -97,8 +101,6 @@ class EmbeddedProvider(Provider):
 
 
 def default_out_dir(chats: list[dict], recipe) -> Path:
-    from treeqa.settings import get_settings
-
     digest = hashlib.sha256(json.dumps([chats, recipe.to_dict()], sort_keys=True, default=str).encode()).hexdigest()
     return get_settings().cache_dir / "finetune" / digest[:16]
 
@@ -106,7 +108,7 @@ def default_out_dir(chats: list[dict], recipe) -> Path:
 def training_device(device: str = "auto") -> str:
     """"cpu", "cuda", or for "auto" cuda where torch sees one; "cuda" where torch sees none is an
     error, not a silent CPU run. The choice is logged."""
-    import torch
+    import torch  # heavy: loaded when a training picks its device
 
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"training device is auto, cpu or cuda, got {device!r}")
@@ -120,9 +122,11 @@ def training_device(device: str = "auto") -> str:
 def load_base(device: str = "cpu"):
     """(tokenizer, float32 model) of the embedded GGUF through transformers (dequantised: the
     adapter is trained against the very weights llama.cpp serves). ~70 s and ~7 GB on a CPU."""
+    # heavy: torch and transformers load when a training reads the base model
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # late: the LM door (treeqa.lm) imports this module on first use (a circle)
     from treeqa.lm import model_path
 
     path = model_path()
@@ -159,8 +163,6 @@ def _replied(chats: list[dict]) -> tuple[list[dict], int]:
 def _write_record(out_dir: Path, base_id: str, recipe, report, data_path: Path, chats: int, empty: int,
                   validation: int, adapter: Path) -> None:
     """training.json (recipe, figures, what was trained on, the adapter) and curve.json."""
-    from treeqa.lm.adapter import sha256_of
-
     record = {"base_sha256": base_id, "recipe": recipe.to_dict(), "report": report.to_dict(),
               "train_data": {"file": data_path.name, "chats": chats, "empty_replies_skipped": empty,
                              "sha256": sha256_of(data_path)},
@@ -191,9 +193,8 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
             the end (`curve.json`), and the adapter holds the best point's weights.
         device: "cpu", "cuda" or "auto" (cuda where torch sees one); logged.
     """
+    # late: the LM door is read at call time, where tests replace its base hash (a circle too)
     from treeqa.lm import base_model_sha256
-    from treeqa.lm.adapter import write_adapter
-    from treeqa.lm.lora import LoraTrainer, chat_tokens, release_freed_memory
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -201,6 +202,7 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
     data_path = out_dir / "train-data.jsonl"
     data_path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in chats), encoding="utf-8")
     if base is None:
+        # late: tests replace treeqa.lm._engine.unload_local_engines, so it is read at call time
         from treeqa.lm._engine import unload_local_engines
 
         if unload_local_engines():  # the engine's ~1.9 GB go to the trainer; its next call reloads it
@@ -210,8 +212,6 @@ def train_adapter(chats: list[dict], out_dir: str | Path, recipe, *, budget_s: f
     base_id = getattr(model, "base_id", None) or base_model_sha256()
     examples = [chat_tokens(tokenizer, chat["messages"]) for chat in chats]
     held_out = [chat_tokens(tokenizer, chat["messages"]) for chat in validation or []]
-    from treeqa.settings import get_settings
-
     trainer = LoraTrainer(model, tokenizer, recipe, base_id=base_id, work_dir=out_dir,
                           cache_dir=get_settings().cache_dir / "lora-layers")
     report = trainer.train(examples, budget_s=budget_s, progress=progress, validation=held_out,

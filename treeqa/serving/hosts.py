@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from fastapi.responses import JSONResponse
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -12,8 +14,6 @@ def allowed_hosts_for(host: str, extra: list[str] | tuple[str, ...] = ()) -> fro
     """The Host names a server bound to `host` answers to: the address itself, the loopback names
     for a loopback binding, and for all interfaces the machine's own names and addresses; plus
     `extra` (a public name behind a proxy; "*" answers any, as before this check)."""
-    import socket
-
     names = {host.strip("[]").lower()} | {name.strip("[]").lower() for name in extra}
     if host in LOOPBACK_NAMES or host.startswith("127."):
         names |= LOOPBACK_NAMES
