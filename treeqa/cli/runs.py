@@ -33,7 +33,7 @@ from treeqa.evaluation.loop import RunAborted
 from treeqa.evaluation.replay import replay_run
 from treeqa.evaluation.runs import EvalSpec, compiled_params, run_evaluation
 from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
-from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
+from treeqa.evaluation.tables import comparison_table, data_line, markdown_table, seconds_table
 from treeqa.optimize import fitting_optimizers
 from treeqa.programs import BASELINE, COMPARED, PROGRAMS
 from treeqa.retrievers import DEFAULT_KIND, registered_corpus
@@ -261,6 +261,8 @@ def compare_cmd(
         fail(exc)
     typer.echo(data_line(data))
     typer.echo(markdown_table(rows))
+    typer.echo("\nWhere the seconds go (a question's mean):")
+    typer.echo(seconds_table(rows))
     pairs = {f"{name} vs {base}": compare_records(records[name], records[base], keys=PAIRED_KEYS)
              for name in names if name != base}
     if pairs:

@@ -31,7 +31,7 @@ from treeqa.evaluation.records import (
     refuse_compressed,
     rewrite_records,
 )
-from treeqa.evaluation.tables import markdown_table
+from treeqa.evaluation.tables import markdown_table, seconds_table
 from treeqa.lm import adapter_for, is_embedded
 from treeqa.programs import ProgramSpec, resolve_program
 from treeqa.programs.compiled import run_adapters_with
@@ -435,6 +435,7 @@ def _run_locked(spec: EvalSpec, examples: list, out_dir: Path, program, retry_fa
                "command": recorded_command(), "versions": versions(),
                "machine": machine(engine_threads=get_settings().threads if is_embedded(lm) else None)}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    row = {label: result["summary"]}
     return {"summary": result["summary"], "out": out_dir, "records": result["records"], "data": data,
-            "machine": summary["machine"], "table": markdown_table({label: result["summary"]})}
+            "machine": summary["machine"], "table": markdown_table(row) + "\n\n" + seconds_table(row)}
 

@@ -24,6 +24,23 @@ def markdown_table(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def seconds_table(rows: dict[str, dict[str, Any]]) -> str:
+    """Where each program's seconds a question go (label -> summary): the LM's, by predictor (the
+    embedded engines' own clocks), what lies outside it (retrieval, the judge, parsing:
+    `overhead_pct` of the wall clock), and the tokens read and written."""
+    lines = ["| program | s a question | LM s by predictor | outside the LM | prompt / generated tokens |",
+             "|---|---|---|---|---|"]
+    for label, summary in rows.items():
+        seconds = summary.get("seconds_per_q")
+        by = summary.get("lm_seconds_per_q_by_predictor") or {}
+        split = ", ".join(f"{name} {value}" for name, value in sorted(by.items(), key=lambda kv: -kv[1])) or "–"
+        pct = summary.get("overhead_pct")
+        outside = f"{round(seconds * pct / 100, 2)} s ({pct}%)" if seconds is not None and pct is not None else "–"
+        tokens = f"{summary.get('prompt_tokens_per_q', '–')} / {summary.get('completion_tokens_per_q', '–')}"
+        lines.append(f"| {label} | {seconds if seconds is not None else '–'} | {split} | {outside} | {tokens} |")
+    return "\n".join(lines)
+
+
 def comparison_table(comparisons: dict[str, dict[str, Any]]) -> str:
     """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table."""
     lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] "

@@ -8,7 +8,7 @@ from typing import Any
 
 from treeqa.evaluation.runs import versions
 from treeqa.evaluation.stats import PAIRED_KEYS, compare_records
-from treeqa.evaluation.tables import comparison_table, data_line, markdown_table
+from treeqa.evaluation.tables import comparison_table, data_line, markdown_table, seconds_table
 from treeqa.settings import recorded_command
 
 # what a compiler recorded of its fit, as report.md names it
@@ -25,7 +25,7 @@ def write_report(spec, out_dir: Path, splits: dict[str, str], compiled: dict, ze
     rows = ({f"{spec.against}": baseline["summary"]} if baseline else {}) | (
         {f"{spec.program} zero-shot": zero["summary"]} if zero else {}) | {
         f"{spec.program} compiled ({spec.optimizer})": compiled["summary"]}
-    table = markdown_table(rows)
+    table = markdown_table(rows) + "\n\nWhere the seconds go (a question's mean):\n\n" + seconds_table(rows)
     comparisons = {}
     if zero:
         comparisons["compiled vs zero-shot"] = compare_records(compiled["records"], zero["records"], keys=PAIRED_KEYS)
