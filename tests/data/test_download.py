@@ -6,6 +6,7 @@ gzipped TSVs, SEMPRE's WebQuestions JSON, the wheel that holds the Wikipedia lea
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import re
@@ -15,8 +16,10 @@ import sys
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from typer.testing import CliRunner
@@ -78,10 +81,11 @@ def musique_zip() -> bytes:
 
 class FileServer:
     """Serves `files`; `ranges=False` ignores Range headers (sends the whole file, 200), and
-    `cut_after=N` ends the first response after N bytes of its body. Records (path, Range) asked."""
+    `cut_after=N` ends the first response after N bytes of its body; `answer(handler, body)`, where
+    set, answers a request itself when it returns True. Records (path, Range) asked."""
 
     def __init__(self, files: dict[str, bytes]):
-        self.files, self.ranges, self.cut_after, self.requests = files, True, None, []
+        self.files, self.ranges, self.cut_after, self.requests, self.answer = files, True, None, [], None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -90,6 +94,8 @@ class FileServer:
                 body = server.files.get(self.path)
                 if body is None:
                     self.send_error(404)
+                    return
+                if server.answer is not None and server.answer(self, body):
                     return
                 start = 0
                 match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
@@ -161,6 +167,11 @@ def _data_files(root: Path) -> list[str]:
                   if p.is_file() and p.name != dl.LOCK_FILE and ".staging" not in p.parts)
 
 
+def _staged(root: Path) -> list[Path]:
+    """Every file left in the staging folder but the lock files (kept: a lock's file is never removed)."""
+    return [p for p in (root / ".staging").rglob("*") if p.is_file() and p.suffix != ".lock"]
+
+
 def _questions(dataset: str, split: str) -> list[tuple[str, list[str]]]:
     return [(ex.question, ex.answers) for ex in load_split(dataset, split)]
 
@@ -171,7 +182,7 @@ def test_a_whole_download_is_checked_pinned_and_read_by_the_loaders(folders, ser
     installed = dl.get("hotpotqa", progress=False)
     assert _data_files(folders) == ["hotpotqa/hotpot_dev_distractor_v1.json", "hotpotqa/hotpot_train_v1.1.json"]
     assert sorted(map(str, installed)) == [str(folders / f) for f in _data_files(folders)]
-    assert not [p for p in (folders / ".staging").rglob("*") if p.is_file()]  # parts and staging gone
+    assert not _staged(folders)  # parts and staging gone
     lock = json.loads((folders / dl.LOCK_FILE).read_text())  # pinned on first download
     assert lock[SOURCES["hotpotqa"].remotes[0].url] == dl.sha256_of(folders / "hotpotqa/hotpot_dev_distractor_v1.json")
     assert [ex.id for ex in load_split("hotpotqa", "dev")] == ["hp-dev-1", "hp-dev-2"]
@@ -218,7 +229,7 @@ def test_a_pinned_sha256_refuses_another_file_and_leaves_nothing(folders, server
     with pytest.raises(DataError, match=r"NQ-open.dev.jsonl: sha256 [0-9a-f]{64} is not the pinned f15567f3"):
         dl.get("nq", progress=False)
     assert _data_files(folders) == []
-    assert not [p for p in (folders / ".staging").rglob("*") if p.is_file()]
+    assert not _staged(folders)
     with pytest.raises(DataError, match="treeqa data get nq"):
         load_split("nq", "test")
 
@@ -306,3 +317,355 @@ def test_the_demos_fetch_line_as_the_makefile_writes_it(folders, server):
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0 and "already found" in second.stdout
     assert len(server.requests) == 2  # the two files, once each
+
+
+# faults.md, fifth round: a hostile or broken server, answering some requests badly through the
+# server's `answer` hook. Nothing is pinned or installed before it is checked, and a download that
+# fails a check is deleted, so the next run starts over.
+
+DEV = "/hotpotqa/hotpot_dev_distractor_v1.json"
+TWO_WIKI = "/2wikimultihopqa/data_ids_april7.zip"
+TRIVIA_DEV = "/triviaqa/trivia-dev.qa.csv.gz"
+NQ_OPEN = "/nq/NQ-open.dev.jsonl"
+NQ_CSV = "/nq/nq-dev.qa.csv"
+ROBOT_PAGE = (b"<!doctype html>\n<html><head><title>Confirm you are not a robot</title></head>"
+              b"<body>Please confirm you are not a robot.</body></html>\n")
+
+
+def _send(handler, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """One answer; with no Content-Length among `headers` the body ends where the connection closes."""
+    handler.send_response(status)
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _once(path: str, respond: Callable) -> Callable:
+    """A server `answer`: the first request for `path` answered by `respond(handler, body)`."""
+    done = []
+
+    def answer(handler, body: bytes) -> bool:
+        if done or handler.path != path:
+            return False
+        done.append(True)
+        respond(handler, body)
+        return True
+
+    return answer
+
+
+def _remote(mirror_path: str):
+    """The (source, remote) the mirror serves at `mirror_path`."""
+    name, file_name = mirror_path.strip("/").split("/")
+    source = SOURCES[name]
+    return source, next(r for r in source.remotes if r.file_name == file_name)
+
+
+def _pins(root) -> dict[str, str]:
+    lock = root / dl.LOCK_FILE
+    return json.loads(lock.read_text()) if lock.is_file() else {}
+
+
+def _refused_and_clean(root, mirror_path: str, run: Callable[[], object], match: str) -> None:
+    """`run` fails with `match`, leaving no part, no pin and no data file of that download."""
+    source, remote = _remote(mirror_path)
+    with pytest.raises(DataError, match=match) as caught:
+        run()
+    assert "\n" not in str(caught.value)
+    assert not dl.part_path(source, remote).exists()
+    assert remote.url not in _pins(root)
+    assert not set(remote.files.values()) & set(_data_files(root))
+
+
+def _gets_it_whole_next(root, server, name: str) -> None:
+    """The next get, the server now answering well, installs the source and pins the bytes served."""
+    installed = dl.get(name, progress=False)
+    assert sorted(map(str, installed)) == sorted(str(root / target) for target in SOURCES[name].targets())
+    for path, body in server.files.items():
+        if path.startswith(f"/{name}/"):
+            _, remote = _remote(path)
+            assert remote.sha256 or _pins(root)[remote.url] == hashlib.sha256(body).hexdigest()
+
+
+def _one_line(args: list[str]) -> str:
+    """The CLI's one line for `args` (besides the progress bar), exiting 1."""
+    from treeqa.cli import app
+
+    result = CliRunner().invoke(app, args)
+    lines = [line for line in result.output.splitlines() if line.strip() and "%|" not in line]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    return lines[0]
+
+
+# faults.md, fifth round #1a: a body cut short with no Content-Length is not installed or pinned
+@pytest.mark.parametrize(("name", "path", "kind"), [("hotpotqa", DEV, "JSON"), ("2wikimultihopqa", TWO_WIKI, "zip"),
+                                                    ("triviaqa", TRIVIA_DEV, "decompress"),
+                                                    ("nq", NQ_OPEN, "JSON lines")])
+def test_5_1a_a_body_cut_short_without_a_length_is_refused_and_not_pinned(name, path, kind, folders, server,
+                                                                         unpinned):
+    unpinned(name)
+    server.answer = _once(path, lambda h, body: _send(h, 200, body[:len(body) * 2 // 3]))
+    _refused_and_clean(folders, path, lambda: dl.get(name, progress=False), kind)
+    _gets_it_whole_next(folders, server, name)
+
+
+def _cut_first(server) -> None:
+    """The first get of HotpotQA's dev file ends after 1,000 of its bytes (kept, to resume)."""
+    server.cut_after = 1000
+    with pytest.raises(DataError, match="after 1,000 of"):
+        dl.get("hotpotqa", progress=False)
+
+
+def _another_start(h, body):
+    _send(h, 206, body[500:], {"Content-Range": f"bytes 500-{len(body) - 1}/{len(body)}",
+                               "Content-Length": str(len(body) - 500)})
+
+
+def _whole_under_206(h, body):
+    _send(h, 206, body, {"Content-Range": f"bytes 1000-{len(body) - 1}/{len(body)}", "Content-Length": str(len(body))})
+
+
+def _start_under_206(h, body):
+    _send(h, 206, body[:len(body) - 1000], {"Content-Range": f"bytes 1000-{len(body) - 1}/*",
+                                            "Content-Length": str(len(body) - 1000)})
+
+
+# faults.md, fifth round #1b: a resume the server answers with another start, or the file's start again
+@pytest.mark.parametrize(("respond", "match"), [(_another_start, "asked for the bytes from 1,000 on"),
+                                                (_whole_under_206, "asked for the bytes from 1,000 on"),
+                                                (_start_under_206, "sent the file from its start")])
+def test_5_1b_a_resume_answered_from_another_start_is_refused_never_spliced(respond, match, folders, server):
+    _cut_first(server)
+    server.answer = _once(DEV, respond)
+    _refused_and_clean(folders, DEV, lambda: dl.get("hotpotqa", progress=False), match)
+    _gets_it_whole_next(folders, server, "hotpotqa")
+    assert server.asked("hotpot_dev_distractor_v1.json") == [None, "bytes=1000-", None]
+    assert (folders / DEV.strip("/")).read_bytes() == server.files[DEV]
+
+
+def test_5_1b_a_416_beside_a_part_longer_than_the_file_starts_over(folders, server):
+    source, remote = _remote(DEV)
+    part = dl.part_path(source, remote)
+    part.parent.mkdir(parents=True)
+    part.write_bytes(server.files[DEV] + b"x" * 500)  # e.g. left by a splice
+    size = len(server.files[DEV])
+    server.answer = _once(DEV, lambda h, body: _send(h, 416, b"", {"Content-Range": f"bytes */{size}",
+                                                                   "Content-Length": "0"}))
+    dl.get("hotpotqa", progress=False)
+    assert server.asked("hotpot_dev_distractor_v1.json") == [f"bytes={size + 500}-", None]
+    assert (folders / DEV.strip("/")).read_bytes() == server.files[DEV]
+
+
+# faults.md, fifth round #1c: a web page in place of the file (a robot check) is refused by its first bytes
+@pytest.mark.parametrize(("name", "path"), [("hotpotqa", DEV), ("2wikimultihopqa", TWO_WIKI),
+                                            ("triviaqa", TRIVIA_DEV), ("nq", NQ_CSV)])
+def test_5_1c_a_web_page_in_place_of_the_file_is_refused_and_not_pinned(name, path, folders, server, unpinned):
+    unpinned(name)
+    server.answer = _once(path, lambda h, body: _send(h, 200, ROBOT_PAGE, {"Content-Length": str(len(ROBOT_PAGE))}))
+    _refused_and_clean(folders, path, lambda: dl.get(name, progress=False),
+                       r"sent a web page, not the file \(its title: Confirm you are not a robot\)")
+    _gets_it_whole_next(folders, server, name)
+
+
+def test_5_1c_a_web_page_in_the_from_folder_is_refused_and_kept(folders, tmp_path):
+    hand = tmp_path / "hand"
+    hand.mkdir()
+    (hand / "hotpot_dev_distractor_v1.json").write_bytes(ROBOT_PAGE)
+    with pytest.raises(DataError, match="web page, not the file .*; nothing was installed$"):
+        dl.get("hotpotqa", from_folder=hand, progress=False)
+    assert (hand / "hotpot_dev_distractor_v1.json").read_bytes() == ROBOT_PAGE and _pins(folders) == {}
+
+
+def _bad_crc() -> bytes:
+    good = official_files()[TWO_WIKI]
+    train = zipfile.ZipFile(io.BytesIO(good)).read("data/train.json")
+    return good.replace(train, train[:-2] + b"X" + train[-1:], 1)
+
+
+def _no_dev() -> bytes:
+    archive = zipfile.ZipFile(io.BytesIO(official_files()[TWO_WIKI]))
+    return _zip({name: archive.read(name) for name in ("data/train.json", "data/test.json")})
+
+
+# faults.md, fifth round #1d: a zip that cannot be unpacked is deleted and not pinned
+@pytest.mark.parametrize(("make", "match"), [(_bad_crc, "member data/train.json fails its CRC check"),
+                                             (_no_dev, "cannot unpack dev.json \\(no member named dev.json\\)")])
+def test_5_1d_a_zip_refused_at_unpack_is_deleted_and_not_pinned(make, match, folders, server):
+    bad = make()
+    server.answer = _once(TWO_WIKI, lambda h, body: _send(h, 200, bad, {"Content-Length": str(len(bad))}))
+    _refused_and_clean(folders, TWO_WIKI, lambda: dl.get("2wikimultihopqa", progress=False),
+                       f"{match}.*; the download was deleted and nothing was installed")
+    _gets_it_whole_next(folders, server, "2wikimultihopqa")
+    assert server.asked("data_ids_april7.zip") == [None, None]  # started over, not appended
+
+
+# faults.md, fifth round #1e: a file that disagrees with its pin in sha256.lock names the entry to remove
+def test_5_1e_a_mismatch_with_sha256_lock_names_the_entry_to_remove(folders, server):
+    dl.get("hotpotqa", progress=False)
+    (folders / DEV.strip("/")).unlink()
+    server.files[DEV] += b" "
+    url = SOURCES["hotpotqa"].remotes[0].url
+    line = _one_line(["data", "get", "hotpotqa"])
+    assert line.startswith("error: hotpot_dev_distractor_v1.json: sha256 ")
+    assert line.endswith(f"; {folders / dl.LOCK_FILE} pinned it at its first download: if the file changed at its "
+                         f"source, remove the entry \"{url}\" from it and run again")
+
+
+# faults.md, fifth round #2: one get of a source at a time; sha256.lock written whole, never through a link
+def test_5_2_a_second_get_of_one_source_at_once_fails_at_once(folders, server):
+    asked, release, result = threading.Event(), threading.Event(), []
+
+    def hold(handler, body):
+        if handler.path == DEV and not asked.is_set():
+            asked.set()
+            release.wait(30)
+        return False  # then answered as usual
+
+    server.answer = hold
+    first = threading.Thread(target=lambda: result.append(dl.get("hotpotqa", progress=False)))
+    first.start()
+    try:
+        assert asked.wait(30)
+        with pytest.raises(DataError, match=r"another `treeqa data get hotpotqa` is writing .*: this one stops "
+                                            "rather than wait"):
+            dl.get("hotpotqa", progress=False)
+    finally:
+        release.set()
+        first.join(30)
+    assert len(result) == 1 and len(server.asked("hotpot_dev_distractor_v1.json")) == 1
+    assert (folders / DEV.strip("/")).read_bytes() == server.files[DEV]
+
+
+def test_5_2_sha256_lock_is_never_written_through_a_planted_link(folders, server, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    folders.mkdir(parents=True)
+    (folders / "sha256.tmp").symlink_to(victim)
+    dl.get("hotpotqa", progress=False)
+    assert victim.read_text() == "precious"
+    lock = folders / dl.LOCK_FILE
+    assert lock.is_file() and not lock.is_symlink() and len(json.loads(lock.read_text())) == 2
+    assert not list(folders.glob(".sha256-*"))
+
+
+def test_5_2_pins_written_at_once_all_land(folders):
+    def pin_many(worker: int) -> None:
+        for i in range(25):
+            dl._pin({f"http://example.org/{worker}/{i}": f"{worker:032x}{i:032x}"})
+
+    threads = [threading.Thread(target=pin_many, args=(worker,)) for worker in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(dl.read_lock()) == 8 * 25
+    assert not list(folders.glob(".sha256-*"))  # no temporary file left
+
+
+def test_5_2_stale_unpack_folders_are_removed_by_the_next_get(folders, server):
+    stale = folders / ".staging" / "hotpotqa" / "unpacked-killed"
+    (stale / "hotpotqa").mkdir(parents=True)
+    (stale / "hotpotqa" / "half.json").write_text("[")
+    dl.get("hotpotqa", progress=False)
+    assert not stale.exists()
+
+
+# faults.md, fifth round #3: bounds on what a download writes and what it unpacks to
+def test_5_3_a_download_with_no_size_stops_at_the_cap(folders, server, monkeypatch):
+    monkeypatch.setattr(dl, "MAX_BYTES", 500)
+    server.answer = _once(DEV, lambda h, body: _send(h, 200, body))  # 1,144 bytes, no Content-Length
+    _refused_and_clean(folders, DEV, lambda: dl.get("hotpotqa", progress=False),
+                       "sent more than 500 bytes .the most treeqa downloads.: refused, and the download deleted")
+
+
+def test_5_3_a_declared_size_over_the_cap_is_refused_before_any_byte(folders, server, monkeypatch):
+    monkeypatch.setattr(dl, "MAX_BYTES", 500)
+    _refused_and_clean(folders, DEV, lambda: dl.get("hotpotqa", progress=False),
+                       "declares 1,144 bytes, over the 500 treeqa downloads")
+
+
+def test_5_3_a_gzip_that_decompresses_past_the_cap_is_refused(folders, server, monkeypatch):
+    monkeypatch.setattr(dl, "MAX_BYTES", 100_000)
+    server.files[TRIVIA_DEV] = gzip.compress(b"question\t['answer']\n" * 10_000)  # 200,000 bytes unpacked
+    _refused_and_clean(folders, TRIVIA_DEV, lambda: dl.get("triviaqa", progress=False),
+                       "decompresses to more than 100,000 bytes")
+
+
+def test_5_3_a_zip_member_declared_over_the_cap_is_refused_before_unpacking(folders, server, monkeypatch):
+    monkeypatch.setattr(dl, "MAX_BYTES", 100_000)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("data/train.json", b"[" + b" " * 200_000 + b"]")
+        archive.writestr("data/dev.json", b"[]")
+    server.files[TWO_WIKI] = buffer.getvalue()
+    _refused_and_clean(folders, TWO_WIKI, lambda: dl.get("2wikimultihopqa", progress=False),
+                       "member data/train.json declares 200,002 bytes, over the 100,000")
+
+
+def _chunked(kept: int) -> Callable:
+    """A chunked answer whose connection drops inside its second chunk, after `kept` whole bytes."""
+    def respond(h, body):
+        head = f"{kept:x}\r\n".encode() + body[:kept] + b"\r\n" if kept else b""
+        _send(h, 200, head + f"{len(body) - kept:x}\r\n".encode() + body[kept:kept + 10],
+              {"Transfer-Encoding": "chunked"})
+    return respond
+
+
+# faults.md, fifth round #4: one-line errors, not tracebacks
+@pytest.mark.parametrize("kept", [0, 50])
+def test_5_4_a_dropped_chunked_transfer_is_one_line_and_leaves_no_empty_part(kept, folders, server):
+    server.answer = _once(DEV, _chunked(kept))
+    with pytest.raises(DataError, match=rf"stopped after {kept} bytes \(IncompleteRead.*run the command again"):
+        dl.get("hotpotqa", progress=False)
+    part = dl.part_path(*_remote(DEV))
+    assert (part.stat().st_size if part.exists() else None) == (kept or None)
+    dl.get("hotpotqa", progress=False)
+    assert server.asked("hotpot_dev_distractor_v1.json") == [None, f"bytes={kept}-" if kept else None]
+    assert (folders / DEV.strip("/")).read_bytes() == server.files[DEV]
+
+
+@pytest.mark.parametrize("torn", ['{"http://curtis', "", "[]", '{"http://x": 5}', "folder"])
+def test_5_4_a_torn_sha256_lock_is_one_line_before_any_download(torn, folders, server):
+    lock = folders / dl.LOCK_FILE
+    folders.mkdir(parents=True)
+    lock.mkdir() if torn == "folder" else lock.write_text(torn)
+    line = _one_line(["data", "get", "hotpotqa"])
+    assert line.startswith(f"error: {lock} is torn or not a lock file (") and "remove it" in line
+    assert server.requests == []
+
+
+def _patched(data: bytes, flags: int = 0, method: int | None = None) -> bytes:
+    """`data`, a stored zip, with its first member's flags or method changed in both its headers
+    (zipfile writes neither an encrypted member nor one of an unknown method)."""
+    out = bytearray(data)
+    for signature, at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        i = out.index(signature) + at
+        out[i:i + 2] = (int.from_bytes(out[i:i + 2], "little") | flags).to_bytes(2, "little")
+        if method is not None:
+            out[i + 2:i + 4] = method.to_bytes(2, "little")
+    return bytes(out)
+
+
+@pytest.mark.parametrize(("change", "match"), [({"flags": 1}, "member data/train.json is encrypted"),
+                                               ({"method": 99}, "member data/train.json is compressed with method 99")])
+def test_5_4_an_encrypted_or_unknown_zip_member_is_one_line(change, match, folders, server):
+    server.files[TWO_WIKI] = _patched(server.files[TWO_WIKI], **change)
+    _refused_and_clean(folders, TWO_WIKI, lambda: dl.get("2wikimultihopqa", progress=False), match)
+
+
+def test_5_4_a_folder_where_a_file_goes_is_one_line_before_any_download(folders, server):
+    (folders / DEV.strip("/")).mkdir(parents=True)
+    line = _one_line(["data", "get", "hotpotqa"])
+    assert line == (f"error: {folders / DEV.strip('/')} is a folder, where `treeqa data get hotpotqa` installs a "
+                    "file: move the folder away and run it again")
+    assert server.requests == []
+
+
+@pytest.mark.parametrize("target", ["ftp://127.0.0.1:9/hotpot_dev_distractor_v1.json", "file:///etc/passwd"])
+def test_5_4_a_redirect_to_another_scheme_names_where_it_led(target, folders, server):
+    server.answer = _once(DEV, lambda h, body: _send(h, 302, b"", {"Location": target, "Content-Length": "0"}))
+    line = _one_line(["data", "get", "hotpotqa"])
+    assert line == (f"error: hotpot_dev_distractor_v1.json: the download was redirected to {target}, which is not an "
+                    "http or https address: refused")
+    assert urlparse(server.url).netloc not in line

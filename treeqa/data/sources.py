@@ -18,6 +18,9 @@ from treeqa.data.loaders import DataError
 from treeqa.registry import Registry
 
 UNPACKERS = ("zip", "gunzip", "bunzip2", None)
+# what a download is, for the check before it is installed: its unpacker's format, else its extension
+KIND_OF_UNPACKER = {"zip": "zip", "gunzip": "gzip", "bunzip2": "bz2"}
+KIND_OF_SUFFIX = {".json": "json", ".jsonl": "jsonl", ".zip": "zip", ".whl": "zip", ".gz": "gzip", ".bz2": "bz2"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,12 @@ class Remote:
     @property
     def file_name(self) -> str:
         return self.name or PurePosixPath(urlparse(self.url).path).name
+
+    @property
+    def kind(self) -> str | None:
+        """"json", "jsonl", "zip", "gzip" or "bz2": what `treeqa data get` checks the download parses
+        as before it installs or pins it; None (text): checked only for being no web page."""
+        return KIND_OF_UNPACKER.get(self.unpack) or KIND_OF_SUFFIX.get(PurePosixPath(self.file_name).suffix)
 
 
 @dataclass(frozen=True)
