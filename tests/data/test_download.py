@@ -11,6 +11,7 @@ import io
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -669,3 +670,13 @@ def test_5_4_a_redirect_to_another_scheme_names_where_it_led(target, folders, se
     assert line == (f"error: hotpot_dev_distractor_v1.json: the download was redirected to {target}, which is not an "
                     "http or https address: refused")
     assert urlparse(server.url).netloc not in line
+
+
+# faults.md, fifth round: `data get nq --if-missing` said "found" with the gold-passage file missing
+def test_5_if_missing_counts_a_file_that_is_no_splits_as_the_nq_gold_passages(settings_env, tmp_path, server):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE_DATA / "nq", data / "nq")
+    settings_env(data_dir=data, user_data_dir=tmp_path / "user", data_mirror=server.url)
+    assert dl.is_present(SOURCES.lookup("nq"))
+    (data / "nq" / "nq-open-oracle.jsonl.gz").unlink()
+    assert not dl.is_present(SOURCES.lookup("nq"))  # its splits are found, its gold passages are not

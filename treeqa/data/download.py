@@ -56,9 +56,13 @@ WEB_PAGE = re.compile(rb"\s*<(!doctype html|html|head|body|!--|\?xml)", re.IGNOR
 def is_present(source: Source) -> bool:
     """Whether the loaders already find what `source` provides: every split of its dataset (our
     subset files or the official ones), or, for a source that is no dataset, every file it fills."""
-    if source.name in REGISTRY:
-        return all(locate(split_file) is not None for split_file in REGISTRY[source.name].splits.values())
-    return all(find_file(target) is not None for target in source.targets())
+    if source.name not in REGISTRY:
+        return all(find_file(target) is not None for target in source.targets())
+    splits = REGISTRY[source.name].splits.values()
+    split_files = {path for split_file in splits for path, _ in split_file.candidates()}
+    extras = [t for t in source.targets() if t not in split_files]  # e.g. NQ's gold passages: no split's file
+    return (all(locate(split_file) is not None for split_file in splits)
+            and all(find_file(target) is not None for target in extras))
 
 
 def get(name: str, from_folder: Path | None = None, if_missing: bool = False,
