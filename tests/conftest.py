@@ -4,6 +4,7 @@ package (a test module imports from it alone, never from here or from another te
 import json
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from tests.fakes import (
     MUSIQUE,
     RECORDS,
     FakeLlama,
+    ScriptedEngine,
     generic_lm,
     hashing_embed,
     llama_server,
@@ -107,6 +109,24 @@ def base(settings_env, tmp_path):
     path = tiny_base_gguf(tmp_path / "base.gguf")
     settings_env(model_path=path, cache_dir=tmp_path / "cache")
     return path
+
+
+@pytest.fixture
+def scripted_engines(monkeypatch, settings_env, tmp_path):
+    """Scripted embedded engines, one per adapter (each answering "x"); the base model a tiny GGUF
+    that adapters are checked against. Returns adapter -> engine, as the tests made them."""
+    tiny_base_gguf(tmp_path / "base.gguf")
+    settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
+    made = {}
+
+    def fake_local_engine(**overrides):
+        adapter = overrides.get("adapter")
+        made.setdefault(adapter, ScriptedEngine(lambda call: {"answer": "x"}))
+        made[adapter].adapter = Path(adapter) if adapter else None
+        return made[adapter]
+
+    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
+    return made
 
 
 @pytest.fixture

@@ -4,12 +4,11 @@ without loading an index or calling an LM."""
 
 import hashlib
 import json
-from pathlib import Path
 
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, ScriptedEngine, run_cli, tiny_base_gguf, tiny_lora_gguf
+from tests.fakes import FakeRetriever, run_cli, tiny_base_gguf, tiny_lora_gguf
 from treeqa.evaluation.replay import check_same_search
 from treeqa.programs.baselines import RetrieveThenAnswer
 from treeqa.programs.compiled import CompiledFile, adapter_lms, load_program, save_compiled
@@ -17,25 +16,13 @@ from treeqa.programs.tree_of_reviews import TreeOfReviews
 
 
 @pytest.fixture
-def engines(monkeypatch, settings_env, tmp_path):
-    """The embedded engine is a scripted one (one per adapter); the base model a tiny GGUF that
-    adapters are checked against."""
-    tiny_base_gguf(tmp_path / "base.gguf")
-    settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
-    made = {}
-
-    def fake_local_engine(**overrides):
-        adapter = overrides.get("adapter")
-        made.setdefault(adapter, ScriptedEngine(lambda call: {"answer": "x"}))
-        made[adapter].adapter = Path(adapter) if adapter else None
-        return made[adapter]
-
+def engines(scripted_engines, monkeypatch):
+    """Scripted engines over a tiny base (tests/conftest.py), and no index: attaching loads none."""
     def no_index(*args, **kwargs):
         raise AssertionError("attaching an adapter loaded an index")
 
-    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
     monkeypatch.setattr("treeqa.retrievers.get_retriever", no_index)
-    return made
+    return scripted_engines
 
 
 def _compiled(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, ScriptedEngine, tiny_base_gguf, tiny_lora_gguf
+from tests.fakes import FakeRetriever, tiny_lora_gguf
 from treeqa.optimize import OptimizeSpec, plan
 from treeqa.programs.baselines import RetrieveThenAnswer
 from treeqa.programs.beam_search import BeamSearchQA
@@ -21,20 +21,8 @@ from treeqa.train.released import ReleasedReaderError, released_reader
 
 
 @pytest.fixture
-def engines(monkeypatch, settings_env, tmp_path):
-    """Scripted embedded engines, one per adapter; the base model a tiny GGUF adapters are checked against."""
-    tiny_base_gguf(tmp_path / "base.gguf")
-    settings_env(model_path=tmp_path / "base.gguf", cache_dir=tmp_path / "cache")
-    made = {}
-
-    def fake_local_engine(**overrides):
-        adapter = overrides.get("adapter")
-        made.setdefault(adapter, ScriptedEngine(lambda call: {"answer": "x"}))
-        made[adapter].adapter = Path(adapter) if adapter else None
-        return made[adapter]
-
-    monkeypatch.setattr("treeqa.lm.local_engine", fake_local_engine)
-    return made
+def engines(scripted_engines):
+    return scripted_engines
 
 
 def write_released(folder: Path, recipe: dict | None = None, base: str | None = None) -> Path:
