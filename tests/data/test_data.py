@@ -241,6 +241,18 @@ def test_a_malformed_nq_oracle_line_is_named(settings_env, tmp_path):
         load_split("nq", "test")
 
 
+# faults.md, fifth round: a cut or non-gzip NQ gold file ended in "Aborted." or a 67-line traceback
+def test_5_a_cut_or_foreign_nq_oracle_file_is_one_line_naming_it(settings_env, tmp_path):
+    _data_dir_with(tmp_path, "nq/NQ-open.test.jsonl", '{"question": "q1", "answer": ["a"]}\n')
+    oracle = tmp_path / "nq" / "nq-open-oracle.jsonl.gz"
+    whole = gzip.compress(b'{"question": "q1", "ctxs": [{"title": "T", "text": "t"}]}\n' * 200)
+    settings_env(data_dir=tmp_path)
+    for body in (whole[: len(whole) // 2], b"question\tanswer\n"):  # cut short; not gzip at all
+        oracle.write_bytes(body)
+        with pytest.raises(DataError, match=r"nq-open-oracle.jsonl.gz: not a whole gzip file"):
+            load_split("nq", "test")
+
+
 def test_empty_corpus_is_an_error(settings_env, tmp_path):
     for rel in ("musique/musique_ans_dev_subset.jsonl", "musique/musique_ans_train_subset.jsonl"):
         _data_dir_with(tmp_path, rel, "")

@@ -680,3 +680,12 @@ def test_5_if_missing_counts_a_file_that_is_no_splits_as_the_nq_gold_passages(se
     assert dl.is_present(SOURCES.lookup("nq"))
     (data / "nq" / "nq-open-oracle.jsonl.gz").unlink()
     assert not dl.is_present(SOURCES.lookup("nq"))  # its splits are found, its gold passages are not
+
+
+# faults.md, fifth round: TREEQA_USER_DATA_DIR naming a file ended in a traceback
+def test_5_a_user_data_dir_that_is_a_file_is_one_line(settings_env, tmp_path, server):
+    (tmp_path / "user").write_text("not a folder")
+    settings_env(data_dir=tmp_path / "empty", user_data_dir=tmp_path / "user", data_mirror=server.url)
+    with pytest.raises(DataError, match="TREEQA_USER_DATA_DIR is .*user, a file"):
+        dl.get("hotpotqa", progress=False)
+    assert server.requests == []

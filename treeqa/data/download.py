@@ -73,6 +73,8 @@ def get(name: str, from_folder: Path | None = None, if_missing: bool = False,
     source = SOURCES.lookup(name)
     if if_missing and is_present(source):
         return []
+    if user_data_dir().exists() and not user_data_dir().is_dir():
+        raise DataError(f"TREEQA_USER_DATA_DIR is {user_data_dir()}, a file: name a folder (it is made if missing)")
     stage = user_data_dir() / ".staging" / source.name
     busy = (f"another `treeqa data get {source.name}` is writing {stage}: this one stops rather than wait; "
             "run it again once that one has finished")

@@ -21,6 +21,7 @@ import io
 import json
 import logging
 import random
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,17 +306,21 @@ def split_path(dataset: str, split: str) -> Path:
 def read_nq_gold_passages(path: Path) -> Iterator[tuple[str, str, str]]:
     """(question, title, text) of every gold passage in the NQ oracle file; a malformed line is
     a `DataError` naming it."""
-    with gzip.open(path, "rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            try:
-                rec = json.loads(line.decode("utf-8"))
-                for ctx in rec["ctxs"]:
-                    title, text = ctx["title"], ctx["text"]
-                    if not (isinstance(rec["question"], str) and isinstance(title, str) and isinstance(text, str)):
-                        raise ValueError("question, title and text must be text")
-                    yield rec["question"], title, clean_whitespace(text)
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise DataError(f"{path}, line {lineno}: malformed record ({exc})") from exc
+    try:
+        with gzip.open(path, "rb") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                try:
+                    rec = json.loads(line.decode("utf-8"))
+                    for ctx in rec["ctxs"]:
+                        title, text = ctx["title"], ctx["text"]
+                        if not all(isinstance(v, str) for v in (rec["question"], title, text)):
+                            raise ValueError("question, title and text must be text")
+                        yield rec["question"], title, clean_whitespace(text)
+                except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                    raise DataError(f"{path}, line {lineno}: malformed record ({exc})") from exc
+    except (OSError, EOFError, zlib.error) as exc:  # not gzip, or cut short: one line, naming the file
+        raise DataError(f"{path}: not a whole gzip file ({type(exc).__name__}: {exc}); "
+                        "fetch it again (treeqa data get nq)") from None
 
 
 def load_split(dataset: str, split: str) -> list[dspy.Example]:
