@@ -689,3 +689,14 @@ def test_5_a_user_data_dir_that_is_a_file_is_one_line(settings_env, tmp_path, se
     with pytest.raises(DataError, match="TREEQA_USER_DATA_DIR is .*user, a file"):
         dl.get("hotpotqa", progress=False)
     assert server.requests == []
+
+
+# faults.md, fifth round: `--from` naming the staging folder deleted the user's files in it
+def test_5_from_the_staging_folder_is_refused_and_its_files_kept(settings_env, tmp_path, server):
+    settings_env(data_dir=tmp_path / "empty", user_data_dir=tmp_path / "user", data_mirror=server.url)
+    stage = tmp_path / "user" / ".staging" / "hotpotqa"
+    stage.mkdir(parents=True)
+    (stage / "hotpot_dev_distractor_v1.json").write_text("[]")
+    with pytest.raises(DataError, match="inside treeqa's staging folder"):
+        dl.get("hotpotqa", from_folder=stage, progress=False)
+    assert (stage / "hotpot_dev_distractor_v1.json").read_text() == "[]"

@@ -76,6 +76,9 @@ def get(name: str, from_folder: Path | None = None, if_missing: bool = False,
     if user_data_dir().exists() and not user_data_dir().is_dir():
         raise DataError(f"TREEQA_USER_DATA_DIR is {user_data_dir()}, a file: name a folder (it is made if missing)")
     stage = user_data_dir() / ".staging" / source.name
+    if from_folder is not None and Path(from_folder).resolve().is_relative_to((user_data_dir() / ".staging").resolve()):
+        raise DataError(f"--from {from_folder} is inside treeqa's staging folder, whose downloads it deletes: "
+                        "give the folder where you keep the files")
     busy = (f"another `treeqa data get {source.name}` is writing {stage}: this one stops rather than wait; "
             "run it again once that one has finished")
     with _locked(stage / GET_LOCK, busy):
