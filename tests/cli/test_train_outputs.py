@@ -77,3 +77,17 @@ def test_attach_and_score_refuse_an_existing_file_of_another_kind(tmp_path):
     resumed = tmp_path / "resumed.jsonl"
     resumed.write_text('{"id": "q:gold", "em": 1.0}\n{"id": "q2:go')  # a killed run's torn last line
     assert outputs.is_scores_file(resumed)
+
+
+# faults.md, fifth round: a missing or torn reader set ended in a traceback (its message inside was good)
+def test_5_a_missing_or_torn_reader_set_is_one_line_for_every_command_that_reads_one(tmp_path):
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "reads.jsonl").write_text('{"broken\n')
+    (torn / "manifest.json").write_text("{}")
+    for args, said in ((["lora", "--set", str(tmp_path / "none"), "--out", str(tmp_path / "o")], "no reader set here"),
+                       (["reasons", "--set", str(torn)], "not a read"),
+                       (["score", "rta", "--set", str(torn), "--out", str(tmp_path / "s.jsonl")], "not a read")):
+        done = run_cli("train", *args)
+        assert done.exit_code == 1 and said in done.output and "Traceback" not in done.output, done.output
+        assert len(done.output.strip().splitlines()) == 1

@@ -3,6 +3,7 @@ that exit cleanly, parsing --param, loading a compiled program with what it sear
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Annotated
@@ -51,6 +52,20 @@ MAX_ERROR_CHARS = 2000  # an error echoes what it refused; a 3 MB setting must n
 
 def _cut(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]} … ({len(text) - limit:,} more characters cut)"
+
+
+def one_line_errors(command):
+    """A command whose bad input (a missing or torn file, a refused folder: the ValueError and
+    FileNotFoundError the library raises, each naming what to do) ends in one line, exit 1, never a
+    traceback."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            fail(exc)
+
+    return run
 
 
 def fail(message: str | BaseException) -> None:

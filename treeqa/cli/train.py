@@ -12,7 +12,7 @@ from typing import Annotated
 import dspy
 import typer
 
-from treeqa.cli.common import ApiBaseOption, ApiKeyOption, ReaderModelOption, app, fail, parse_params
+from treeqa.cli.common import ApiBaseOption, ApiKeyOption, ReaderModelOption, app, fail, one_line_errors, parse_params
 from treeqa.evaluation.replay import ReplayError
 from treeqa.lm import adapter_for
 from treeqa.lm.adapter_check import AdapterError
@@ -44,6 +44,7 @@ def claimed(out: Path, writes: tuple[str, ...], ours, command: str) -> None:
 
 
 @train_app.command("attach")
+@one_line_errors
 def attach_cmd(
     compiled: Annotated[str, typer.Argument(help="A compiled program (compiled.json), or a program's name "
                                                  "(rta, tor, ...) for its zero-shot settings.")],
@@ -80,6 +81,7 @@ def attach_cmd(
 
 
 @train_app.command("reads")
+@one_line_errors
 def reads_cmd(
     out: Annotated[Path, typer.Option(help="folder for reads.jsonl and manifest.json (a rebuild overwrites "
                                            "them)")],
@@ -127,6 +129,7 @@ def reads_cmd(
 
 
 @train_app.command("tor-reads")
+@one_line_errors
 def tor_reads_cmd(
     compiled: Annotated[Path, typer.Option(help="the compiled ToR whose fusion reader is trained (its prompt, "
                                                 "demos and reading settings)")],
@@ -150,6 +153,7 @@ def tor_reads_cmd(
 
 
 @train_app.command("reasons")
+@one_line_errors
 def reasons_cmd(
     reads: Annotated[Path, typer.Option("--set", help="a folder `treeqa train reads` built")],
     side: Annotated[str, typer.Option(help="train, validation or both")] = "train",
@@ -177,6 +181,7 @@ def reasons_cmd(
 
 
 @train_app.command("score")
+@one_line_errors
 def score_cmd(
     source: Annotated[str, typer.Argument(help="A compiled program (with its adapter, if it names one), or a "
                                                "program's name for its zero-shot reader.")],
@@ -238,6 +243,7 @@ def _train_resumably(chats: list[dict], out: Path, recipe, **options):
 
 
 @train_app.command("lora")
+@one_line_errors
 def lora_cmd(
     reads: Annotated[list[Path], typer.Option("--set", help="a folder `treeqa train reads` or `train tor-reads` "
                                                             "built; repeat it to train on several sets")],
@@ -300,6 +306,7 @@ def lora_cmd(
 
 
 @train_app.command("reader")
+@one_line_errors
 def reader_cmd(
     out: Annotated[Path, typer.Option(help="the training's folder: reads/, lora/ and reader.json; a rerun resumes")],
     budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
@@ -319,6 +326,7 @@ def reader_cmd(
 
 
 @train_app.command("peft")
+@one_line_errors
 def peft_cmd(
     adapter: Annotated[Path, typer.Argument(help="A LoRA adapter (.gguf), e.g. treeqa/train/released/adapter.gguf "
                                                  "or the one beside a compiled file.")],
