@@ -138,17 +138,6 @@ def server():
 
 
 @pytest.fixture
-def folders(settings_env, tmp_path, server):
-    """An empty data dir, a fresh user data folder, and the local server as every official host.
-    The fixture files hold none of our subsets' records, so they are read whole (TREEQA_FULL_SPLITS);
-    the cut of an official file to our subset is tests/data/test_samples.py's."""
-    (tmp_path / "empty").mkdir()
-    settings_env(data_dir=tmp_path / "empty", user_data_dir=tmp_path / "user", data_mirror=server.url,
-                 cache_dir=tmp_path / "cache", full_splits=1)
-    return tmp_path / "user"
-
-
-@pytest.fixture
 def unpinned(monkeypatch):
     """Make source `name` pin on first download (fixture files are not the pinned official ones)."""
 
@@ -160,6 +149,19 @@ def unpinned(monkeypatch):
         return free
 
     return apply
+
+
+@pytest.fixture
+def folders(settings_env, tmp_path, server, unpinned):
+    """An empty data dir, a fresh user data folder, and the local server as every official host.
+    The fixture files hold none of our subsets' records, so they are read whole (TREEQA_FULL_SPLITS);
+    the cut of an official file to our subset is tests/data/test_samples.py's. HotpotQA's files, whose
+    hashes are pinned in code, pin on first download here (the fixtures are not the official bytes)."""
+    unpinned("hotpotqa")
+    (tmp_path / "empty").mkdir()
+    settings_env(data_dir=tmp_path / "empty", user_data_dir=tmp_path / "user", data_mirror=server.url,
+                 cache_dir=tmp_path / "cache", full_splits=1)
+    return tmp_path / "user"
 
 
 def _data_files(root: Path) -> list[str]:
@@ -305,12 +307,27 @@ def test_list_and_if_missing_read_what_the_loaders_find(settings_env, tmp_path, 
     assert " found " in rows["hotpotqa"] and "CC BY-SA 4.0" in rows["hotpotqa"]
 
 
+UNPINNED_CLI = """import sys
+from treeqa.data.sources import SOURCES, Remote, Source
+source = SOURCES['{name}']
+SOURCES._items['{name}'] = Source(source.name, tuple(Remote(r.url, r.files, None, r.name, r.unpack, r.by_hand)
+                                  for r in source.remotes), source.homepage, source.licence, source.size)
+from treeqa.cli import app
+sys.argv = ['treeqa', *sys.argv[1:]]
+app()
+"""
+
+
 def test_the_demos_fetch_line_as_the_makefile_writes_it(folders, server):
     """`make demo` fetches HotpotQA first when no data folder has it, and nothing when one does."""
     recipe = re.search(r"^demo:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
     (line,) = [cmd.strip() for cmd in recipe.splitlines() if "data get" in cmd]
     assert line == "$(BIN)/treeqa data get hotpotqa --if-missing"
-    command = shlex.split(line.replace("$(BIN)", str(Path(sys.executable).parent)))
+    words = shlex.split(line.replace("$(BIN)", str(Path(sys.executable).parent)))
+    assert Path(words[0]).name == "treeqa"
+    # the same command in a process whose HotpotQA source pins on first download (the fixtures are
+    # not the official bytes, whose hashes are pinned in code)
+    command = [sys.executable, "-c", UNPINNED_CLI.format(name="hotpotqa"), *words[1:]]
     env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
     first = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr

@@ -1,8 +1,8 @@
 """HotpotQA (distractor setting): multi-hop questions over ten Wikipedia paragraphs each.
 
 Its layout, `hotpot`, is also 2WikiMultihopQA's. Our files are subsets of the official ones; the
-official files are read where ours are absent. The official host publishes no checksums, so
-`treeqa data get` pins them on first download (sha256.lock).
+official files are read where ours are absent. The official host publishes no checksums; the ones
+Hugging Face's `datasets` recorded for its URLs are pinned here.
 """
 
 from __future__ import annotations
@@ -73,6 +73,10 @@ register(Dataset(
     hub=HubSource("hotpotqa/hotpot_qa", "distractor", {"train": "train", "dev": "validation"}, from_hub)))
 register_source(Source(
     "hotpotqa",
-    (Remote(f"{OFFICIAL}/hotpot_dev_distractor_v1.json", {"": "hotpotqa/hotpot_dev_distractor_v1.json"}),
-     Remote(f"{OFFICIAL}/hotpot_train_v1.1.json", {"": "hotpotqa/hotpot_train_v1.1.json"})),
+    # the hashes Hugging Face's `datasets` recorded for these URLs (datasets/hotpot_qa/dataset_infos.json,
+    # download_checksums: 46,320,117 and 566,426,227 bytes): a first download is checked, not trusted
+    (Remote(f"{OFFICIAL}/hotpot_dev_distractor_v1.json", {"": "hotpotqa/hotpot_dev_distractor_v1.json"},
+            sha256="4e9ecb5c8d3b719f624d66b60f8d56bf227f03914f5f0753d6fa1b359d7104ea"),
+     Remote(f"{OFFICIAL}/hotpot_train_v1.1.json", {"": "hotpotqa/hotpot_train_v1.1.json"},
+            sha256="26650cf50234ef5fb2e664ed70bbecdfd87815e6bffc257e068efea5cf7cd316")),
     homepage="https://hotpotqa.github.io", licence="CC BY-SA 4.0", size="dev 44 MB + train 540 MB"))
