@@ -138,6 +138,8 @@ ACROSS_ROWS = (
       "tor-path-judge-read-3-reader-replay-passages-lora-v4")),
     ("ToR compiled, its searches read in rta's prompt through the v6 adapter⁴",
      ("tor-path-judge-replay-passages-lora-v6", None, None)),
+    ("ToR as the main command compiles it (path judge, the released reader), searching itself (live)",
+     ("tor-default-compile", None, None)),
     ("ToR compiled, searching itself (live), read in rta's prompt through the v4 adapter",
      ("tor-path-judge-passages-lora-v4", "tor-path-judge-read-3-reader-passages-lora-v4",
       "tor-path-judge-read-3-reader-passages-lora-v4")),
