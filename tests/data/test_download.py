@@ -621,6 +621,18 @@ def test_5_3_a_zip_member_declared_over_the_cap_is_refused_before_unpacking(fold
                        "member data/train.json declares 200,002 bytes, over the 100,000")
 
 
+# faults.md, fifth round #3: a 1.5 MB zip installed a 1.6 GB train.json (under any fixed cap)
+def test_5_3_an_archive_that_unpacks_past_a_hundred_times_its_size_is_refused(folders, server, monkeypatch):
+    monkeypatch.setattr(dl, "UNPACK_FLOOR", 10_000)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("data/train.json", b"[" + b" " * 2_000_000 + b"]")  # deflates about 1,000-fold
+        archive.writestr("data/dev.json", b"[]")
+    server.files[TWO_WIKI] = buffer.getvalue()
+    _refused_and_clean(folders, TWO_WIKI, lambda: dl.get("2wikimultihopqa", progress=False),
+                       r"its members declare 2,000,004 bytes, more than the [\d,]+ a [\d,]+-byte zip may unpack to")
+
+
 def _chunked(kept: int) -> Callable:
     """A chunked answer whose connection drops inside its second chunk, after `kept` whole bytes."""
     def respond(h, body):

@@ -48,6 +48,10 @@ PINS_LOCK = "pins.lock"  # in the staging folder: one writer of sha256.lock at a
 CHUNK = 1 << 20
 TIMEOUT_S = 30.0  # a connection (or a read) that stalls this long fails instead of hanging
 MAX_BYTES = 4 << 30  # the most a download, or a file unpacked from one, may be
+# an archive unpacks to at most this many times its own size (or UNPACK_FLOOR): text compresses
+# 5-15x, a zip bomb 1,000x (a 1.5 MB zip holding a 1.6 GB train.json)
+MAX_RATIO = 100
+UNPACK_FLOOR = 64 << 20
 WINDOW = 1 << 20  # how much of a JSON-lines file's start and end is parsed before it is pinned
 ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 WEB_PAGE = re.compile(rb"\s*<(!doctype html|html|head|body|!--|\?xml)", re.IGNORECASE)
@@ -447,6 +451,10 @@ def _check_zip(path: Path) -> None:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 _check_member(info)
+            declared, limit = sum(info.file_size for info in archive.infolist()), unpack_limit(path)
+            if declared > limit:
+                raise DataError(f"its members declare {declared:,} bytes, more than the {limit:,} a "
+                                f"{path.stat().st_size:,}-byte zip may unpack to ({MAX_RATIO} times its size)")
             damaged = archive.testzip()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         raise DataError(f"not a whole zip ({exc})") from None
@@ -469,19 +477,25 @@ def _check_stream(path: Path, opener: Callable[..., BinaryIO]) -> None:
     """Decompress it to its end (a file cut short fails there)."""
     try:
         with opener(path, "rb") as src:
-            _drain(src)
+            _drain(src, limit=unpack_limit(path))
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"does not decompress whole ({exc})") from None
 
 
-def _drain(src: BinaryIO, dst: BinaryIO | None = None) -> None:
-    """Read `src` to its end (into `dst`, where given), refusing more than MAX_BYTES: a small
+def unpack_limit(archive: Path) -> int:
+    """The most a compressed download may unpack to: MAX_RATIO times its size (UNPACK_FLOOR at
+    least), never over MAX_BYTES."""
+    return min(MAX_BYTES, max(UNPACK_FLOOR, MAX_RATIO * archive.stat().st_size))
+
+
+def _drain(src: BinaryIO, dst: BinaryIO | None = None, limit: int = MAX_BYTES) -> None:
+    """Read `src` to its end (into `dst`, where given), refusing more than `limit`: a small
     compressed file can unpack to more than the disk holds."""
     total = 0
     while chunk := src.read(CHUNK):
         total += len(chunk)
-        if total > MAX_BYTES:
-            raise DataError(f"it decompresses to more than {MAX_BYTES:,} bytes, the most treeqa unpacks")
+        if total > limit:
+            raise DataError(f"it decompresses to more than {limit:,} bytes, the most treeqa unpacks from it")
         if dst is not None:
             dst.write(chunk)
 
@@ -514,7 +528,7 @@ def _unpack(remote: Remote, path: Path, into: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         try:
             with _opened(remote, path, member) as src, open(out, "wb") as dst:
-                _drain(src, dst)
+                _drain(src, dst, unpack_limit(path) if remote.unpack else MAX_BYTES)
         except (DataError, zipfile.BadZipFile, OSError, EOFError, zlib.error, lzma.LZMAError, RuntimeError,
                 NotImplementedError) as exc:
             raise DataError(f"cannot unpack {member or 'it'} ({exc})") from exc
