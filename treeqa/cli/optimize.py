@@ -80,6 +80,9 @@ ReaderOption = Annotated[str, typer.Option(help="The trained reader of ToR's and
 FromOption = Annotated[str | None, typer.Option("--from", help="A compiled file (compiled.json) to compile further: "
                                                              "the stages run on its program (e.g. --from judged.json "
                                                              "--optimizer trained-reader).")]
+CostOption = Annotated[float | None, typer.Option(help="--optimizer settings: keep only settings whose seconds a "
+                                                        "question are at most this many times rta's, both measured "
+                                                        "on the train questions in this run (e.g. 2).")]
 AgainstOption = Annotated[str | None, typer.Option(help="Also run this program zero-shot on the same questions and "
                                                         "pair each side with it (make demo: rta).")]
 
@@ -125,6 +128,7 @@ def optimize_cmd(
     reader_model: ReaderModelOption = None,
     start_from: FromOption = None,
     against: AgainstOption = None,
+    max_cost_ratio: CostOption = None,
 ) -> None:
     """Compile a program on train against exact match; evaluate zero-shot and compiled on dev."""
     try:
@@ -135,7 +139,8 @@ def optimize_cmd(
                             max_demos=max_demos, candidates=candidates, trials=trials, metric_calls=metric_calls,
                             annotated_demos=annotated_demos, cache=cache, zero_shot_from=zero_shot_from,
                             replay_from=replay_from, zero_shot=zero_shot, reader=reader, reader_model=reader_model,
-                            against=against, start_from=start_from)
+                            against=against, start_from=start_from,
+                            max_cost_ratio=max_cost_ratio)
         typer.echo(spec.default_compile_note) if spec.default_compile_note else None  # said, not done silently
         run_optimize(spec, out, plan_only=plan, echo=typer.echo)
     except (ValueError, FileNotFoundError, CompiledProgramError, RunAborted) as exc:

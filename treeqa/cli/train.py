@@ -293,12 +293,8 @@ def lora_cmd(
     held_out_chats = held_out_chats[:validation_reads]
     fast = "bfloat16" if native_bf16() else "float32"
     lower_dtype, top_dtype = (fast if d == "auto" else d for d in (lower_dtype, top_dtype))
-    try:
-        recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate,
-                            epochs=epochs, accumulate=accumulate, max_tokens=max_tokens, lower_dtype=lower_dtype,
-                            top_dtype=top_dtype)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    recipe = LoraRecipe(rank=rank, alpha=alpha, top_layers=top_layers, learning_rate=learning_rate, epochs=epochs,
+                        accumulate=accumulate, max_tokens=max_tokens, lower_dtype=lower_dtype, top_dtype=top_dtype)
     typer.echo(f"training on {len(train_chats)} reads, validating on {len(held_out_chats)}", err=True)
     adapter, report = _train_resumably(train_chats, out, recipe, budget_s=budget_s, validation=held_out_chats,
                                        validate_every=validate_every, device=device)

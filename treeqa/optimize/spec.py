@@ -120,6 +120,8 @@ class OptimizeSpec(BaseModel):
     against: str | None = None
     # a compiled file the compile starts from (`--from`): its stages run on that program, not a zero-shot one
     start_from: str | None = None
+    # `--optimizer settings`: keep only settings at most this many times rta's seconds a question
+    max_cost_ratio: float | None = Field(None, gt=0)
 
     _resolved: ProgramSpec | None = PrivateAttr(default=None)
     _default_note: str | None = PrivateAttr(default=None)
@@ -155,6 +157,9 @@ class OptimizeSpec(BaseModel):
                                  "paragraphs; only compilers that learn from the annotations alone can train on "
                                  f"another dataset ({able})")
         self._check_compilers(names)
+        if self.max_cost_ratio is not None and "settings" not in names:
+            raise ValueError("--max-cost-ratio prices the settings search: add --optimizer settings "
+                             "(e.g. settings+trained-reader)")
         return self
 
     def _sizes_from_ids(self) -> None:
@@ -233,6 +238,7 @@ class OptimizeSpec(BaseModel):
         exclude = ({"threads", "api_base", "cache", "zero_shot_from", "replay_from", "zero_shot"}
                    | ({"skip"} if not self.skip else set())
                    | ({"train_from"} if self.train_from is None else set())
+                   | ({"max_cost_ratio"} if self.max_cost_ratio is None else set())  # earlier folders' keys kept
                    | {"ids", "sample", "train_ids", "train_sample"})  # the ids by their hashes, when given
         decisive = {**self.model_dump(exclude=exclude), **self.id_hashes}
         key = EvalSpec(program=self.program, params={**self.params, "_opt": decisive}).key()
@@ -240,7 +246,8 @@ class OptimizeSpec(BaseModel):
 
     def tuning(self) -> dict[str, int]:
         return {"candidates": self.candidates, "trials": self.trials, "breadth": max(2, self.candidates),
-                "depth": 1, "steps": 2, "bsize": min(4, self.train), "metric_calls": self.metric_calls}
+                "depth": 1, "steps": 2, "bsize": min(4, self.train), "metric_calls": self.metric_calls,
+                "priced": int(self.max_cost_ratio is not None)}  # the settings search times rta too (one call)
 
 
 def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM | None, name: str | None = None,

@@ -8,12 +8,19 @@ confidence). Each program declares a small space of settings worth trying
 demos when the train split has annotations (those cost no LM call), and keeps the best by
 EM (ties keep the earlier: the program's own settings first). The chosen settings are saved
 in `compiled.json` like any other and rebuilt by `load_program`.
+
+With `max_cost_ratio` the search is for EM within a price: each candidate's seconds a question
+are measured on the train questions beside rta's, in the same run on the same machine (the only
+ratio that means anything: machines differ threefold), and only candidates at most that many
+times rta's seconds may be kept; where none is, the cheapest is, and the record says so.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,9 +28,14 @@ import dspy
 from dspy.teleprompt import Teleprompter
 
 from treeqa.programs import build_program, program_name
+from treeqa.programs.baselines import RetrieveThenAnswer
 from treeqa.teleprompt.annotated_demos import AnnotatedFewShot, usable
 from treeqa.teleprompt.base import Compiler, register
 from treeqa.teleprompt.metrics import em_metric
+
+log = logging.getLogger(__name__)
+BASELINE = RetrieveThenAnswer.name  # what a candidate's seconds are measured against
+
 
 
 def candidate_settings(space: dict[str, Sequence[Any]], own: dict[str, Any], candidates: int,
@@ -45,12 +57,26 @@ class SettingsSearch(Teleprompter):
         seed: which candidates are drawn (and the annotated demos' seed).
         demos: annotated demos per predictor given to every candidate (0: none).
         threads: evaluation threads.
+        max_cost_ratio: keep only candidates whose seconds a question are at most this many times
+            rta's on the same train questions (None: EM alone decides).
+        scorer: (program, trainset) -> (score, seconds a question); by default dspy.Evaluate timed
+            with the wall clock (tests pass their own).
     """
 
-    def __init__(self, metric, candidates: int = 2, seed: int = 0, demos: int = 3, threads: int = 1):
+    def __init__(self, metric, candidates: int = 2, seed: int = 0, demos: int = 3, threads: int = 1,
+                 max_cost_ratio: float | None = None, scorer=None):
         if candidates < 1:
             raise ValueError(f"candidates must be at least 1, got {candidates}")
+        if max_cost_ratio is not None and max_cost_ratio <= 0:
+            raise ValueError(f"max_cost_ratio must be above 0, got {max_cost_ratio}")
         self.metric, self.candidates, self.seed, self.demos, self.threads = metric, candidates, seed, demos, threads
+        self.max_cost_ratio, self.scorer = max_cost_ratio, scorer or self._evaluate
+
+    def _evaluate(self, program: dspy.Module, trainset: Sequence[dspy.Example]) -> tuple[float, float]:
+        started = time.perf_counter()
+        result = dspy.Evaluate(devset=list(trainset), metric=self.metric, num_threads=self.threads,
+                               display_progress=True, max_errors=len(trainset) + 1)(program)
+        return float(result.score), (time.perf_counter() - started) / max(1, len(trainset))
 
     def compile(self, student: dspy.Module, *, trainset: Sequence[dspy.Example], teacher=None,
                 valset=None, **kwargs) -> dspy.Module:
@@ -62,7 +88,8 @@ class SettingsSearch(Teleprompter):
         annotate = self.demos > 0 and any(usable(ex) for ex in trainset)
         retriever = getattr(student, "retriever", None)
         embed_fn = getattr(student, "embed_fn", None)
-        tried, best, best_score = [], None, -1.0
+        budget = self._budget(retriever, trainset) if self.max_cost_ratio is not None else None
+        tried, built = [], []
         for settings in candidate_settings(space, own, self.candidates, self.seed):
             try:
                 program = build_program(name, retriever, **settings,
@@ -74,18 +101,40 @@ class SettingsSearch(Teleprompter):
                 program.threads = student.threads
             if annotate:
                 program = AnnotatedFewShot(k=self.demos, seed=self.seed).compile(program, trainset=trainset)
-            result = dspy.Evaluate(devset=list(trainset), metric=self.metric, num_threads=self.threads,
-                                   display_progress=True, max_errors=len(trainset) + 1)(program)
-            score = float(result.score)
-            tried.append({"settings": _changed(settings, own), "score": round(score, 2)})
-            if score > best_score:
-                best, best_score = program, score
-        if best is None:
+            score, seconds = self.scorer(program, trainset)
+            tried.append({"settings": _changed(settings, own), "score": round(score, 2),
+                          "seconds_per_q": round(seconds, 2)})
+            built.append((program, score, seconds))
+        if not built:
             raise ValueError(f"no candidate settings could be built: {tried}")
+        best, best_score, within = _choose(built, budget["max_seconds_per_q"] if budget else None)
         best._compiled = True
         best.settings_search = {"tried": tried, "chosen": _changed(best.method_settings, own),
                                 "train_score": round(best_score, 2), "annotated_demos": annotate}
+        if budget is not None:
+            best.settings_search["budget"] = {**budget, "within": within}
+            if not within:
+                log.warning("no settings ran within %.1f x %s's seconds a question; kept the cheapest",
+                            self.max_cost_ratio, BASELINE)
         return best
+
+    def _budget(self, retriever, trainset: Sequence[dspy.Example]) -> dict[str, Any]:
+        """rta's seconds a question on these train questions, in this run: the price's unit."""
+        _, seconds = self.scorer(build_program(BASELINE, retriever), trainset)
+        return {"baseline": BASELINE, "baseline_seconds_per_q": round(seconds, 2),
+                "max_cost_ratio": self.max_cost_ratio, "max_seconds_per_q": round(self.max_cost_ratio * seconds, 2)}
+
+
+def _choose(built: list[tuple[dspy.Module, float, float]],
+            max_seconds: float | None) -> tuple[dspy.Module, float, bool]:
+    """The best score among candidates within `max_seconds` a question (ties keep the earlier);
+    with none within it, the cheapest. Returns (program, score, whether it is within)."""
+    within = [b for b in built if max_seconds is None or b[2] <= max_seconds]
+    if within:
+        program, score, _ = max(within, key=lambda b: b[1])  # max keeps the first of equal scores
+        return program, score, True
+    program, score, _ = min(built, key=lambda b: b[2])
+    return program, score, False
 
 
 def _changed(settings: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +144,8 @@ def _changed(settings: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
 
 register(Compiler("settings",
                   lambda c: (SettingsSearch(em_metric, candidates=c.tuning["candidates"], seed=c.spec.seed,
-                                            demos=c.spec.annotated_demos, threads=c.spec.threads), {}),
-                  lambda per_q, n, t: n * (t["candidates"] + 1) * per_q, preparer=True,
+                                            demos=c.spec.annotated_demos, threads=c.spec.threads,
+                                            max_cost_ratio=c.spec.max_cost_ratio), {}),
+                  lambda per_q, n, t: n * (t["candidates"] + 1) * per_q + n * t["priced"], preparer=True,
                   fits=lambda cls: bool(cls.settings_space()), unfit="has no settings to search"))
 
