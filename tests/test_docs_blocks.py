@@ -84,10 +84,6 @@ def test_the_endpoint_app_block_runs_against_a_server_serving_the_reader(monkeyp
     """README's endpoint block, against a scripted OpenAI-compatible server on 127.0.0.1: the search
     asks the base model, the reader asks the model the block names as the adapter's, in its JSON prompt."""
     (body,) = _app_blocks(on_endpoint=True)
-    try:
-        _weights.model_path()
-    except _weights.ModelMissingError:  # load_program still reads the embedded model's header for an adapter
-        pytest.skip("no embedded model here: load_program checks an adapter against it, on an endpoint too")
     respond = generic_responder({"1900 Olympics": "Paris"}, default_answer="Paris")
     models = []
 

@@ -134,3 +134,24 @@ def test_a_cache_dir_that_cannot_hold_the_copy_is_one_line(base, tmp_path, setti
     settings_env(cache_dir=tmp_path / "a-file" / "cache")
     with pytest.raises(CompiledProgramError, match="cannot keep the adapter's private copy.*TREEQA_CACHE_DIR"):
         load_program(path)
+
+
+
+def test_on_an_endpoint_a_compiled_reader_loads_with_no_embedded_model_installed(base, settings_env, tmp_path):
+    """An endpoint-only user has no embedded model: the adapter's bytes are checked against the
+    record, and the reader asks the served model; neither the model's header nor an engine is read."""
+    import dspy
+
+    from treeqa.lm import get_lm
+
+    path = compiled_with_adapter(tmp_path / "run", program="rta")
+    settings_env(model_path=tmp_path / "not-installed.gguf", cache_dir=tmp_path / "cache")
+    endpoint = get_lm("openai/base", api_base="http://127.0.0.1:9/v1", api_key="k", cache=False)
+    with dspy.context(lm=endpoint):
+        served = load_program(path, retriever=FakeRetriever(), reader_model="openai/treeqa-reader")
+        with pytest.raises(CompiledProgramError, match="--reader-model"):
+            load_program(path, retriever=FakeRetriever())
+    assert served.answer.lm.model.endswith("/treeqa-reader") and adapter_lms(served) == {}
+    (tmp_path / "run" / "adapter.gguf").write_bytes(b"changed")  # the record still holds
+    with dspy.context(lm=endpoint), pytest.raises(CompiledProgramError, match="adapter"):
+        load_program(path, retriever=FakeRetriever(), reader_model="openai/treeqa-reader")

@@ -155,7 +155,7 @@ class AdapterRef:
         return (SHIPPED_ADAPTER.is_file() and SHIPPED_ADAPTER.stat().st_size == self.bytes
                 and sha256_of(SHIPPED_ADAPTER) == self.sha256)
 
-    def verified_path(self, folder: Path, base_sha256: str) -> Path:
+    def verified_path(self, folder: Path, base_sha256: str | None) -> Path:
         """The path the engine loads: a private copy of the adapter's bytes once their size and
         hash match the record and it was trained on this base model; otherwise a one-line
         AdapterError naming what differs."""
@@ -171,7 +171,7 @@ class AdapterRef:
                                "(a rank-64 adapter on every layer is ~150 MB)")
         if size != self.bytes:
             raise AdapterError(f"adapter {path} is {size:,} bytes, the compiled program recorded {self.bytes:,}")
-        if self.base_sha256 != base_sha256:
+        if base_sha256 is not None and self.base_sha256 != base_sha256:  # None: no local model to match
             raise AdapterError(f"adapter {path} was trained on base model {self.base_sha256[:12]}, "
                                f"this engine runs {base_sha256[:12]}")
         data = path.read_bytes()
@@ -218,16 +218,21 @@ def _refuse_links(folder: Path, relative: Path) -> None:
                                "copy the adapter beside the compiled file")
 
 
-def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str) -> tuple[Path, tuple[str, ...]] | None:
+def recorded_adapter(recipe: dict[str, Any], folder: Path, where: str,
+                     against_base: bool = True) -> tuple[Path, tuple[str, ...]] | None:
     """(verified adapter file, predictors) a compiled file's recipe records, or None; a missing
-    or changed adapter, or one trained on other weights, is an AdapterError of one line."""
+    or changed adapter, or one trained on other weights, is an AdapterError of one line.
+    `against_base=False` (an endpoint serves the adapter, no local model loads it): its bytes
+    are checked against the record, not its tensors against an embedded model's."""
     if "adapter" not in recipe:
         return None
     # late: the LM door (treeqa.lm) is read at call time, where tests replace its base hash (a circle too)
     from treeqa.lm import base_model_sha256
 
     ref = AdapterRef.from_dict(recipe["adapter"], where)
-    path = ref.verified_path(Path(folder), base_model_sha256())
+    path = ref.verified_path(Path(folder), base_model_sha256() if against_base else None)
+    if not against_base:
+        return path, ref.predictors
     try:
         check_adapter(path)  # the record proves only that this is the file that came with it
     except AdapterError as exc:  # named as the user knows it, and no refused copy kept

@@ -5,6 +5,7 @@ was trained for, and held to the run's LM and cache."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ def save_adapter(program: dspy.Module, folder: Path) -> dict[str, Any] | None:
     return AdapterRef.of(target, folder, base_model_sha256(), sorted(adapters)).to_dict()
 
 
-def recorded_adapter_of(compiled: CompiledFile) -> tuple[Path, tuple[str, ...]] | None:
+def recorded_adapter_of(compiled: CompiledFile, against_base: bool = True) -> tuple[Path, tuple[str, ...]] | None:
     """(verified adapter file, predictors) of a compiled file that records one: its size and hash
     match the record, and its tensors fit the base model (`treeqa.lm.adapter.recorded_adapter`);
     its errors as CompiledProgramError."""
@@ -52,7 +53,7 @@ def recorded_adapter_of(compiled: CompiledFile) -> tuple[Path, tuple[str, ...]] 
     if compiled.adapter is None:
         return None
     try:
-        return recorded_adapter({"adapter": compiled.adapter}, compiled.folder, str(compiled.path))
+        return recorded_adapter({"adapter": compiled.adapter}, compiled.folder, str(compiled.path), against_base)
     except AdapterError as exc:
         raise CompiledProgramError(str(exc)) from None
 
@@ -114,14 +115,15 @@ def _trained_prompt() -> dspy.Adapter:
     return TrainableJSONAdapter()
 
 
-def serve_adapters_from(program: dspy.Module, lm, reader_model: str, cache: bool = True) -> list[str]:
+def serve_adapters_from(program: dspy.Module, lm, reader_model: str, cache: bool = True,
+                        names: Sequence[str] | None = None) -> list[str]:
     """The predictors that answer through the adapter ask `reader_model` on `lm`'s endpoint (its
     api_base and key) instead, in the prompt the adapter was trained in; returns their names."""
     # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm import get_lm
 
     served = get_lm(reader_model, api_base=lm.kwargs.get("api_base"), api_key=lm.kwargs.get("api_key"), cache=cache)
-    names = sorted(adapter_lms(program))
+    names = sorted(names if names is not None else adapter_lms(program))  # names: a reader not yet attached
     for name, predictor in program.named_predictors():
         if name in names:
             predictor.lm = served

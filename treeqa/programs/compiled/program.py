@@ -10,7 +10,14 @@ from typing import Any
 
 import dspy
 
-from treeqa.programs.compiled.adapters import attach_adapter, recorded_adapter_of, run_adapters_with, save_adapter
+from treeqa.programs.compiled.adapters import (
+    ENDPOINT_NEEDS_READER_MODEL,
+    attach_adapter,
+    recorded_adapter_of,
+    run_adapters_with,
+    save_adapter,
+    serve_adapters_from,
+)
 from treeqa.programs.compiled.file import FORMAT, CompiledFile, CompiledProgramError
 from treeqa.programs.compiled.trusted import trusted_state
 
@@ -40,6 +47,16 @@ def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset:
         state["treeqa"]["adapter"] = adapter
     path.write_text(json.dumps(state, indent=2, ensure_ascii=False))
     return path
+
+
+def _endpoint(configured, reader_model: str | None) -> tuple[bool, bool]:
+    """(the configured LM is an endpoint's, that endpoint serves the adapter): with `reader_model`
+    named, no local model is needed for the reader, nor loaded."""
+    # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine
+    from treeqa.lm import is_embedded
+
+    remote = configured is not None and not is_embedded(configured) and bool(configured.kwargs.get("api_base"))
+    return remote, remote and reader_model is not None
 
 
 def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | None = None,
@@ -73,7 +90,11 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
         raise CompiledProgramError(f"{path} holds a compiled {name!r} program, not {expect!r}")
     params, preset = compiled.build_settings()
     params.update(overrides or {})
-    adapter = recorded_adapter_of(compiled)  # refused before an index is built for it
+    configured = dspy.settings.lm
+    remote, served = _endpoint(configured, reader_model)
+    if compiled.adapter is not None and remote and not reader_model:
+        raise CompiledProgramError(f"{path}: {ENDPOINT_NEEDS_READER_MODEL}")
+    adapter = recorded_adapter_of(compiled, against_base=not served)  # refused before an index is built for it
     if retriever is None and uses_retriever(name, params, preset):
         # late: tests replace treeqa.retrievers.get_retriever; programs never import a retriever kind
         from treeqa.retrievers import get_retriever
@@ -85,9 +106,10 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
     except (KeyError, TypeError, ValueError) as exc:
         raise CompiledProgramError(f"{path}: its state does not fit a {name!r} program with these settings "
                                    f"({type(exc).__name__}: {exc})") from exc
-    if adapter is not None:
+    if adapter is not None and served:  # no local model is loaded, or needed, for the reader
+        serve_adapters_from(program, configured, reader_model, cache=configured.cache, names=adapter[1])
+    elif adapter is not None:
         attach_adapter(program, *adapter, path=path)
-        configured = dspy.settings.lm
         if reader_model and configured is None:
             raise CompiledProgramError(f"{path}: reader_model names a model on an endpoint; configure that "
                                        "endpoint first (dspy.configure(lm=...)) so its address is known")
