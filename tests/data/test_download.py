@@ -610,13 +610,18 @@ def test_5_3_a_gzip_that_decompresses_past_the_cap_is_refused(folders, server, m
                        "decompresses to more than 100,000 bytes")
 
 
-def test_5_3_a_zip_member_declared_over_the_cap_is_refused_before_unpacking(folders, server, monkeypatch):
-    monkeypatch.setattr(dl, "MAX_BYTES", 100_000)
+def _two_wiki_zip(spaces: int) -> bytes:
+    """2Wiki's archive with a train.json of `spaces` blanks between its brackets (it deflates well)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("data/train.json", b"[" + b" " * 200_000 + b"]")
+        archive.writestr("data/train.json", b"[" + b" " * spaces + b"]")
         archive.writestr("data/dev.json", b"[]")
-    server.files[TWO_WIKI] = buffer.getvalue()
+    return buffer.getvalue()
+
+
+def test_5_3_a_zip_member_declared_over_the_cap_is_refused_before_unpacking(folders, server, monkeypatch):
+    monkeypatch.setattr(dl, "MAX_BYTES", 100_000)
+    server.files[TWO_WIKI] = _two_wiki_zip(200_000)
     _refused_and_clean(folders, TWO_WIKI, lambda: dl.get("2wikimultihopqa", progress=False),
                        "member data/train.json declares 200,002 bytes, over the 100,000")
 
@@ -624,11 +629,7 @@ def test_5_3_a_zip_member_declared_over_the_cap_is_refused_before_unpacking(fold
 # faults.md, fifth round #3: a 1.5 MB zip installed a 1.6 GB train.json (under any fixed cap)
 def test_5_3_an_archive_that_unpacks_past_a_hundred_times_its_size_is_refused(folders, server, monkeypatch):
     monkeypatch.setattr(dl, "UNPACK_FLOOR", 10_000)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("data/train.json", b"[" + b" " * 2_000_000 + b"]")  # deflates about 1,000-fold
-        archive.writestr("data/dev.json", b"[]")
-    server.files[TWO_WIKI] = buffer.getvalue()
+    server.files[TWO_WIKI] = _two_wiki_zip(2_000_000)  # deflates about 1,000-fold
     _refused_and_clean(folders, TWO_WIKI, lambda: dl.get("2wikimultihopqa", progress=False),
                        r"its members declare 2,000,004 bytes, more than the [\d,]+ a [\d,]+-byte zip may unpack to")
 
