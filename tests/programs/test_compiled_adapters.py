@@ -155,3 +155,27 @@ def test_on_an_endpoint_a_compiled_reader_loads_with_no_embedded_model_installed
     (tmp_path / "run" / "adapter.gguf").write_bytes(b"changed")  # the record still holds
     with dspy.context(lm=endpoint), pytest.raises(CompiledProgramError, match="adapter"):
         load_program(path, retriever=FakeRetriever(), reader_model="openai/treeqa-reader")
+
+
+def test_ask_and_serve_on_an_endpoint_need_no_embedded_model_for_the_reader(base, settings_env, tmp_path):
+    """The command line carries what load_program does: with --api-base and --reader-model the
+    reader asks the served model and no embedded model is read, installed or not."""
+    from tests.fakes.servers import FakeEndpoint
+    from treeqa.cli import load_served
+
+    path = compiled_with_adapter(tmp_path / "run")
+    settings_env(model_path=tmp_path / "not-installed.gguf", cache_dir=tmp_path / "cache")
+    asked = []
+
+    def reply(n, body, headers):
+        asked.append(body["model"])
+        return 200, '{"answer": "Paris"}', 0
+
+    with FakeEndpoint(reply) as endpoint:
+        result = run_cli("ask", "Where?", "--compiled", str(path), "--lm", "openai/base", "--api-base", endpoint.url,
+                         "--api-key", "k", "--reader-model", "openai/treeqa-reader", "--no-cache")
+        served = load_served(str(path), "direct", "hotpotqa", None, "openai/base", endpoint.url, cache=False,
+                             reader_model="openai/treeqa-reader")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "Paris" and asked == ["treeqa-reader"]
+    assert served.program.answer.lm.model.endswith("/treeqa-reader") and adapter_lms(served.program) == {}

@@ -62,7 +62,8 @@ def ask(
     try:
         question = check_question(question, "ask")
         if compiled:
-            qa = load_searching(compiled, retriever, corpus, lm=lm, reader_model=reader_model)[0]
+            qa = load_searching(compiled, retriever, corpus, lm=lm, reader_model=reader_model, api_base=api_base,
+                                cache=cache)[0]
         else:
             qa = zero_shot(program, dataset, retriever, corpus)
         model = get_lm(lm, api_base=api_base, cache=cache)
@@ -90,7 +91,8 @@ def load_served(compiled: str | None, program: str, dataset: str, retriever: str
     from treeqa.serving import Served, program_info
 
     if compiled:
-        qa, found, _, corpus = load_searching(compiled, retriever, corpus, lm=lm, reader_model=reader_model)
+        qa, found, _, corpus = load_searching(compiled, retriever, corpus, lm=lm, reader_model=reader_model,
+                                              api_base=api_base, cache=cache)
         name = found.program
         dataset = (corpus or found.dataset) if uses_retriever(name, *found.build_settings()) else None
     else:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+from contextlib import nullcontext
 from typing import Annotated
 
+import dspy
 import typer
 from pydantic import ValidationError
 
@@ -128,14 +130,19 @@ CorpusOption = Annotated[str | None, typer.Option(help="Search your own corpus (
 
 
 def load_searching(compiled: str, retriever: str | None, corpus: str | None, expect: str | None = None,
-                   overrides: dict | None = None, lm: str | None = None, reader_model: str | None = None):
+                   overrides: dict | None = None, lm: str | None = None, reader_model: str | None = None,
+                   api_base: str | None = None, cache: bool = True):
     """(program, CompiledFile, retriever, corpus) of a compiled file, read once: it searches what
     it was compiled against unless `retriever` or `corpus` say otherwise (your own corpus, or
     bm25); `overrides` replace stored settings. A recorded adapter is checked first, and refused
     with `lm` (the run's LM name) other than the embedded model unless `reader_model` names the
-    model that endpoint serves the adapter under, before the model or an index is loaded."""
+    model that endpoint serves the adapter under, before the model or an index is loaded. With
+    that endpoint (`api_base`) and `reader_model`, the reader is pointed at the served model while
+    loading, so no embedded model is read or needed."""
     found = CompiledFile.read(compiled)
-    if recorded_adapter_of(found) is not None and lm is not None and lm not in LOCAL_NAMES and not reader_model:
+    served = bool(reader_model and lm is not None and lm not in LOCAL_NAMES and api_base)
+    if recorded_adapter_of(found, against_base=not served) is not None and lm is not None \
+            and lm not in LOCAL_NAMES and not reader_model:
         raise ValueError(f"{compiled}: {ENDPOINT_NEEDS_READER_MODEL}")
     retriever = retriever or found.retriever
     corpus = corpus or found.corpus
@@ -147,7 +154,13 @@ def load_searching(compiled: str, retriever: str | None, corpus: str | None, exp
         from treeqa.retrievers import get_retriever
 
         index = get_retriever(found.dataset, retriever, corpus=corpus)
-    return load_program(found, retriever=index, expect=expect, overrides=overrides), found, retriever, corpus
+    # late: tests replace treeqa.lm.get_lm, so it is read at call time
+    from treeqa.lm import get_lm
+
+    with dspy.context(lm=get_lm(lm, api_base=api_base, cache=cache)) if served else nullcontext():
+        program = load_program(found, retriever=index, expect=expect, overrides=overrides,
+                               reader_model=reader_model if served else None)
+    return program, found, retriever, corpus
 
 
 def parse_params(pairs: list[str]) -> dict:

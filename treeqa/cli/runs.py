@@ -148,7 +148,8 @@ def _evaluation_spec(program, compiled, dataset, split, retriever, corpus, prese
         # the spec (and so the summary and recall@15) must say what the program searched
         loaded, found, retriever, corpus = load_searching(compiled, retriever, corpus, expect=program,
                                                           overrides=params, lm=sample["lm"],
-                                                          reader_model=sample["reader_model"])
+                                                          reader_model=sample["reader_model"],
+                                                          api_base=sample["api_base"], cache=sample["cache"])
         program = found.program
         dataset = dataset or found.dataset  # questions of the set it was compiled for, unless told
         stored, preset = found.build_settings()
