@@ -91,24 +91,3 @@ def test_5_a_missing_or_torn_reader_set_is_one_line_for_every_command_that_reads
         done = run_cli("train", *args)
         assert done.exit_code == 1 and said in done.output and "Traceback" not in done.output, done.output
         assert len(done.output.strip().splitlines()) == 1
-
-
-def test_train_reader_and_reads_take_the_balance_by_kind(tmp_path, monkeypatch):
-    asked = {}
-
-    def fake_train_reader(out, recipe, **options):
-        asked["recipe"] = recipe
-        return {"reads": {}, "adapter": {}, "base_sha256": "b", "training": {}}
-
-    def fake_build(out, **settings):
-        asked["reads"] = settings
-        return {"counts": {}, "reads_sha256": "0" * 64}
-
-    monkeypatch.setattr("treeqa.cli.train.train_reader", fake_train_reader)
-    monkeypatch.setattr("treeqa.cli.train.build_reader_set", fake_build)
-    assert run_cli("train", "reader", "--out", str(tmp_path / "r"), "--yes-no-by-kind").exit_code == 0
-    assert asked["recipe"].yes_no_by_kind and asked["recipe"].yes_no_by_template
-    assert run_cli("train", "reader", "--out", str(tmp_path / "r2")).exit_code == 0
-    assert not asked["recipe"].yes_no_by_kind  # the released reader's recipe by default
-    assert run_cli("train", "reads", "--out", str(tmp_path / "s"), "--yes-no-by-kind").exit_code == 0
-    assert asked["reads"]["yes_no_by_kind"] is True

@@ -80,18 +80,3 @@ def test_a_trained_reader_is_released_with_its_record_and_read_back(tmp_path, mo
     (tmp_path / "r" / "lora" / "adapter.gguf").write_bytes(b"changed")
     with pytest.raises(ReleasedReaderError, match="sha256"):
         release(tmp_path / "r", tmp_path / "again")
-
-
-def test_balancing_by_kind_is_a_recipe_the_released_record_tells_apart():
-    """The released reader (no by-kind balance) still fits the default recipe; a recipe that
-    balances by kind differs from it by name, in its recipe and in its reads' settings."""
-    from treeqa.teleprompt.trained_reader import reads_settings_wanted
-    from treeqa.train.released import differences, released_reader
-
-    released = released_reader()
-    base = released.record["base_sha256"]
-    assert differences(released, ReaderRecipe(), base, reads_settings_wanted(ReaderRecipe())) == []
-    by_kind = ReaderRecipe(yes_no_by_kind=True)
-    differ = differences(released, by_kind, base, reads_settings_wanted(by_kind))
-    assert differ == ["yes_no_by_kind: None != True", "reads.yes_no_by_kind: None != True"]
-    assert ReaderRecipe.from_dict(by_kind.to_dict()) == by_kind and "yes_no_by_kind" not in ReaderRecipe().to_dict()

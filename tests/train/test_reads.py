@@ -406,21 +406,3 @@ def test_a_set_edited_after_its_manifest_is_refused_where_it_is_read(tmp_path):
         f.write(json.dumps(rows[0] | {"id": "q2:gold", "question_id": "q2"}) + "\n")
     with pytest.raises(DataError, match="edited or torn since it was built"):
         read_set(tmp_path)
-
-
-def test_yes_no_by_kind_balances_found_and_missed_evidence_apart():
-    """Together, 'own' (gold found) and 'missed' reads balance each other (8 yes and 2 no against
-    2 yes and 8 no), yet a read without its evidence then teaches "no"; by kind each is even."""
-    from treeqa.train.reads import balanced
-
-    def read(i: int, kind: str, answer: str) -> Read:
-        return Read(f"{kind}{i}", "2wiki", kind, f"Is X{i} in the same country?", ("p",), answer, pick=0)
-
-    train = ([read(i, "own", "yes" if i < 8 else "no") for i in range(10)]
-             + [read(i, "missed", "no" if i < 8 else "yes") for i in range(10)])
-    together, dropped = balanced(train, 0, by_question=True, apart=True)
-    assert dropped == 0 and Counter((r.kind, r.answer) for r in together)[("missed", "no")] == 8
-    kept, dropped = balanced(train, 0, by_question=True, apart=True, by_kind=True)
-    counts = Counter((r.kind, r.answer) for r in kept)
-    assert counts == {("own", "yes"): 2, ("own", "no"): 2, ("missed", "yes"): 2, ("missed", "no"): 2}
-    assert dropped == 12

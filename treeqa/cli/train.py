@@ -24,7 +24,7 @@ from treeqa.teleprompt.recorded import reader_of
 from treeqa.train import outputs
 from treeqa.train.attach import attach_to_compiled, source_program
 from treeqa.train.chats import train_and_validation_reads, training_chats
-from treeqa.train.reader import ReaderRecipe, train_reader
+from treeqa.train.reader import train_reader
 from treeqa.train.reads import EVIDENCE_DISTRACTORS, KINDS, TAKES, build_reader_set, hashed_order, parse_mix, read_set
 from treeqa.train.reasons import find_reasons
 from treeqa.train.scores import score_reads, summarise
@@ -105,9 +105,6 @@ def reads_cmd(
     yes_no_by_template: Annotated[bool, typer.Option("--yes-no-by-template", help="balance yes/no answers within "
                                                      "each dataset and question template (implies "
                                                      "--yes-no-by-dataset)")] = False,
-    yes_no_by_kind: Annotated[bool, typer.Option("--yes-no-by-kind", help="also apart for questions whose "
-                                                 "retrieval found the gold and those whose retrieval missed "
-                                                 "it (implies --yes-no-by-dataset)")] = False,
     evidence_distractors: Annotated[str, typer.Option(help="what an evidence question's gold sentences are shown "
                                                            "among: untitled sentences of the best distractor "
                                                            "paragraphs (sentences), or the titled paragraphs "
@@ -126,7 +123,7 @@ def reads_cmd(
     manifest = build_reader_set(out, takes=takes, k=k, seed=seed, partial_share=partial_share,
                                 validation_share=validation_share, limit=limit, mix=weights,
                                 yes_no_by_dataset=yes_no_by_dataset, yes_no_by_template=yes_no_by_template,
-                                yes_no_by_kind=yes_no_by_kind, evidence_distractors=evidence_distractors)
+                                evidence_distractors=evidence_distractors)
     typer.echo(json.dumps(manifest["counts"], indent=2, sort_keys=True))
     typer.echo(f"wrote {out / 'reads.jsonl'} (sha256 {manifest['reads_sha256'][:12]}…)")
 
@@ -310,17 +307,13 @@ def reader_cmd(
     out: Annotated[Path, typer.Option(help="the training's folder: reads/, lora/ and reader.json; a rerun resumes")],
     budget_s: Annotated[float | None, typer.Option(help="stop (checkpointed) after this many seconds")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, or auto (cuda where torch sees one)")] = "auto",
-    yes_no_by_kind: Annotated[bool, typer.Option("--yes-no-by-kind", help="also balance yes/no apart for questions "
-                                                 "whose retrieval found the gold and those whose retrieval "
-                                                 "missed it (not the released reader's recipe)")] = False,
 ) -> None:
     """The whole road in one command, with the choices validation made (`treeqa.train.reader`):
     the reads of every question we may train on, the LoRA reader trained on them, reader.json.
     This is what the trained-reader compiler runs, and how the released reader was trained."""
     claimed(out, outputs.READER_FILES, outputs.reader_folder_is_ours, "treeqa train reader")
     try:
-        record = train_reader(out, ReaderRecipe(yes_no_by_kind=yes_no_by_kind), budget_s=budget_s, device=device,
-                              say=lambda line: typer.echo(line, err=True))
+        record = train_reader(out, budget_s=budget_s, device=device, say=lambda line: typer.echo(line, err=True))
     except KeyboardInterrupt:
         typer.echo(f"stopped: the same command resumes from the checkpoint in {out / 'lora'}", err=True)
         raise typer.Exit(130) from None

@@ -40,8 +40,6 @@ class ReaderRecipe:
         partial_share: share of multi-gold questions that also get a read with a gold left out.
         yes_no_by_template: yes/no balanced within each dataset and question template, not over
             the dataset only (2Wiki's comparisons: `treeqa.train.reads.question_template`).
-        yes_no_by_kind: also apart for questions whose retrieval found the gold and those whose
-            retrieval missed it (`treeqa.train.reads.balanced`); off in the released reader.
         per_question: train reads a question.
         yes_no_built: also every built read of a yes/no question.
         validation_reads: held-out reads whose loss is measured at each point (the best is kept).
@@ -52,7 +50,6 @@ class ReaderRecipe:
     mix: dict[str, float] = field(default_factory=lambda: dict(READ_MIX))
     partial_share: float = 1.0
     yes_no_by_template: bool = True
-    yes_no_by_kind: bool = False
     per_question: int = 1
     yes_no_built: bool = True
     validation_reads: int = 64
@@ -61,14 +58,11 @@ class ReaderRecipe:
 
     def reads_settings(self) -> dict[str, Any]:
         """The keyword arguments of `build_reader_set` this recipe builds with."""
-        # yes_no_by_kind only where set: a record made before it had none, and matches without it
         return {"mix": dict(self.mix), "partial_share": self.partial_share, "yes_no_by_dataset": True,
-                "yes_no_by_template": self.yes_no_by_template,
-                **({"yes_no_by_kind": True} if self.yes_no_by_kind else {})}
+                "yes_no_by_template": self.yes_no_by_template}
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "lora"
-               and not (f.name == "yes_no_by_kind" and not self.yes_no_by_kind)}  # as in reads_settings
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "lora"}
         return {**out, "mix": dict(self.mix), "lora": self.lora.to_dict()}
 
     @classmethod

@@ -334,7 +334,7 @@ def question_template(question: str) -> str:
 
 
 def balanced(train: list[Read], seed: int, *, by_question: bool, apart: bool,
-             by_template: bool = False, by_kind: bool = False) -> tuple[list[Read], int]:
+             by_template: bool = False) -> tuple[list[Read], int]:
     """The train reads with yes/no balanced, and how many were left out. `by_question` (a set with
     a mix, trained one read a question) keeps or drops a question with all its reads, so the draw
     stays balanced. `apart` balances each dataset on its own and, by question, the questions whose
@@ -342,12 +342,7 @@ def balanced(train: list[Read], seed: int, *, by_question: bool, apart: bool,
     over the whole set, v2's adapter answered "no" to 16 of 18 HotpotQA yes/no questions (11 are
     "yes") and to 8 of 8 2Wiki ones (all "yes"), and v2's own-retrieval reads were 13 "no" to 9
     "yes" (benchmarks/runs/reader-v3/NOTES.md). `by_template` (with `apart`) also balances each
-    question template (`question_template`) on its own, so no template teaches an answer.
-    `by_kind` (with `apart`, by question) balances the questions whose first read is the own
-    retrieval with the gold apart from those whose retrieval missed it: balanced together, the
-    released reader's 2Wiki reads held 13 "no" to 6 "yes" where evidence was missing (10 to 17 where
-    it was found), and it answered "no" to 7 of the 8 yes/no claim questions, all "yes"
-    (benchmarks/runs/released-reader/NOTES.md)."""
+    question template (`question_template`) on its own, so no template teaches an answer."""
     units: dict[str | int, list[Read]] = {}
     for i, r in enumerate(train):
         units.setdefault(r.question_id if by_question else i, []).append(r)
@@ -362,12 +357,7 @@ def balanced(train: list[Read], seed: int, *, by_question: bool, apart: bool,
         first = min(reads, key=lambda r: r.pick if r.pick is not None else 0)
         template = question_template(first.question)
         kept = template if common[(first.dataset, template)] >= MIN_TEMPLATE_QUESTIONS else "other"
-        if not by_question:
-            side: tuple = (first.dataset,)
-        elif by_kind:
-            side = (first.dataset, first.kind)
-        else:
-            side = (first.dataset, first.kind in ("own", "missed"))
+        side = (first.dataset, first.kind in ("own", "missed")) if by_question else (first.dataset,)
         return side + ((kept,) if by_template else ())
 
     parts: dict[tuple, list[list[Read]]] = {}
@@ -401,13 +391,11 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
                 corpus_for: Callable[[str], dict[str, Passage]], *, k: int = 5, chars: int = 1000,
                 seed: int = 0, partial_share: float = 0.4, validation_share: float = 0.1,
                 depth: int = 20, mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False,
-                yes_no_by_template: bool = False, yes_no_by_kind: bool = False,
-                evidence_distractors: str = "sentences") -> ReaderSet:
+                yes_no_by_template: bool = False, evidence_distractors: str = "sentences") -> ReaderSet:
     """Reads for every example of `groups` ((dataset, examples) pairs). `search_for(dataset)`
     returns the program's search (query, n) -> passages, `corpus_for(dataset)` the pooled corpus
     by id; the retrieval's `depth` best passages supply the distractors. `yes_no_by_dataset` and
-    `yes_no_by_template` and `yes_no_by_kind` (which imply it): see `balanced`; `evidence_distractors`:
-    see `reads_of`."""
+    `yes_no_by_template` (which implies it): see `balanced`; `evidence_distractors`: see `reads_of`."""
     if evidence_distractors not in EVIDENCE_DISTRACTORS:
         raise ValueError(f"evidence_distractors must be one of {', '.join(EVIDENCE_DISTRACTORS)}, "
                          f"got {evidence_distractors!r}")
@@ -426,9 +414,8 @@ def build_reads(groups: Sequence[tuple[str, Sequence[dspy.Example]]],
             side.extend(made)
             for r in made:
                 counts[f"reads_{r.kind}"] += 1
-    train, dropped = balanced(train, seed, by_question=mix is not None,
-                              apart=yes_no_by_dataset or yes_no_by_template or yes_no_by_kind,
-                              by_template=yes_no_by_template, by_kind=yes_no_by_kind)
+    train, dropped = balanced(train, seed, by_question=mix is not None, apart=yes_no_by_dataset or yes_no_by_template,
+                              by_template=yes_no_by_template)
     counts.update({"train_reads": len(train), "validation_reads": len(validation), "balance_dropped": dropped,
                    "train_questions": len({r.question_id for r in train}),
                    "validation_questions": len({r.question_id for r in validation})})
@@ -541,7 +528,7 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
                      partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
                      retriever_kind: str = "dense", mix: dict[str, float] | None = None,
                      yes_no_by_dataset: bool = False, yes_no_by_template: bool = False,
-                     yes_no_by_kind: bool = False, evidence_distractors: str = "sentences") -> dict:
+                     evidence_distractors: str = "sentences") -> dict:
     """Build the set from the data (the one command behind `treeqa train reads`)."""
     ids, texts = claim_keys()
     groups = []
@@ -559,21 +546,20 @@ def build_reader_set(out: Path, *, takes: Sequence[Take] = TAKES, k: int = 5, ch
     built = build_reads(groups, lambda d: retriever(d).search, lambda d: {p.id: p for p in retriever(d).passages},
                         k=k, chars=chars, seed=seed, partial_share=partial_share, validation_share=validation_share,
                         mix=mix, yes_no_by_dataset=yes_no_by_dataset, yes_no_by_template=yes_no_by_template,
-                        yes_no_by_kind=yes_no_by_kind, evidence_distractors=evidence_distractors)
+                        evidence_distractors=evidence_distractors)
     program = RetrieveThenAnswer(retriever(takes[0].dataset), k=k, passage_chars=chars)
     _, reader = reader_of(program)
     settings = set_settings(takes=takes, k=k, chars=chars, seed=seed, partial_share=partial_share,
                             validation_share=validation_share, limit=limit, retriever_kind=retriever_kind, mix=mix,
                             yes_no_by_dataset=yes_no_by_dataset, yes_no_by_template=yes_no_by_template,
-                            yes_no_by_kind=yes_no_by_kind, evidence_distractors=evidence_distractors)
+                            evidence_distractors=evidence_distractors)
     return write_set(built, Path(out), reader, TrainableJSONAdapter(), settings)
 
 
 def set_settings(*, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000, seed: int = 0,
                  partial_share: float = 0.4, validation_share: float = 0.1, limit: int | None = None,
                  retriever_kind: str = "dense", mix: dict[str, float] | None = None, yes_no_by_dataset: bool = False,
-                 yes_no_by_template: bool = False, yes_no_by_kind: bool = False,
-                 evidence_distractors: str = "sentences") -> dict:
+                 yes_no_by_template: bool = False, evidence_distractors: str = "sentences") -> dict:
     """The manifest's settings of a set `build_reader_set` builds with these arguments, without
     building it: what a released reader's record is compared with."""
     settings = {"takes": [vars(t) | {"without": list(t.without) if t.without else None} for t in takes],
@@ -587,8 +573,6 @@ def set_settings(*, takes: Sequence[Take] = TAKES, k: int = 5, chars: int = 1000
         settings["yes_no_by_dataset"] = True
     if yes_no_by_template:  # likewise
         settings["yes_no_by_template"] = True
-    if yes_no_by_kind:  # likewise
-        settings["yes_no_by_kind"] = True
     if evidence_distractors != "paragraphs":  # likewise: every set before v5 showed paragraphs
         settings["evidence_distractors"] = evidence_distractors
     return settings
