@@ -55,8 +55,8 @@ def start_server(model: Path, adapter: Path, config: Path, threads: int) -> tupl
     raise SystemExit("llama.cpp's server did not answer within 120 s")
 
 
-def evaluate(compiled: Path, sample: str, out: Path, *endpoint: str) -> dict[str, str]:
-    """id -> prediction of one `treeqa evaluate` run (resumes when `out` holds its records)."""
+def evaluate(compiled: Path, sample: str, out: Path, *endpoint: str) -> dict[str, dict]:
+    """id -> answer, EM and LM calls of one `treeqa evaluate` run (resumes when `out` holds its records)."""
     cmd = [str(ROOT / ".venv/bin/treeqa"), "evaluate", "--compiled", str(compiled), "--sample", sample,
            "--no-cache", "--out", str(out), *endpoint]
     print("$", " ".join(cmd), flush=True)
