@@ -9,6 +9,7 @@ from treeqa.data.passage import Passage
 from treeqa.judging.path_judge import FEATURES, Logit, PathJudge, path_features
 from treeqa.programs import build_program
 from treeqa.programs.compiled import load_program, save_compiled
+from treeqa.programs.review_base import concat_query
 from treeqa.programs.tree_of_reviews import TreeOfReviews
 from treeqa.teleprompt.path_judge_fit import PathJudgeFit, fit_path_judge, judge_cases
 from treeqa.teleprompt.thresholds import recall_threshold
@@ -148,6 +149,23 @@ def test_with_direct_expansion_the_review_writes_the_query():
     assert [c.kind for c in engine.calls] == ["review", "review", "fuse"]
     assert retriever.asked[1] == "Beta Smith birthplace" and _actions(pred)["Beta Smith"] == "accept"
     assert pred.stats["judge_only"] == 3
+
+
+def test_with_concat_expansion_a_search_costs_no_lm_call():
+    query = f"{QUESTION} Alpha (novel): Alpha is a novel written by Beta Smith."
+    program, retriever = _tree(expansion="concat", query_for_beta=query, fusion="passages")
+    script = answering(lambda call: review("search", next_query="more"), answer="Gamma")
+    pred, engine = run(program, script, question=QUESTION)
+    assert [c.kind for c in engine.calls] == ["fuse"]  # the judge decides, the path makes the query
+    assert retriever.asked[1] == query and _actions(pred)["Beta Smith"] == "accept"
+    assert pred.stats["judge_only"] == 5 and pred.stats["completions"] == 0 and pred.answer == "Gamma"
+
+
+def test_a_concat_query_keeps_the_question_and_cuts_the_paragraph():
+    assert concat_query(QUESTION, BETA, 40) == f"{QUESTION} Beta"[:40]
+    assert concat_query(QUESTION, BETA, 5) == QUESTION  # the question itself is never cut
+    assert TreeOfReviews.no_query_writer({"expansion": "concat", "widths": (5, 3), "depth": None}).startswith(
+        "makes its queries without the LM")
 
 
 def test_without_the_encoder_the_reviews_decide_and_the_failure_is_recorded(monkeypatch):

@@ -33,7 +33,8 @@ from treeqa.signatures.review import (
     select_for_review,
 )
 
-EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc")
+EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc", "concat")
+NO_LM_EXPANSIONS = ("concat",)  # the query is made from the path itself: a search decision costs no LM call
 
 
 class ReviewProgram(JudgedProgram):
@@ -51,6 +52,9 @@ class ReviewProgram(JudgedProgram):
 
     @classmethod
     def no_query_writer(cls, settings) -> str | None:
+        if settings["expansion"] in NO_LM_EXPANSIONS:
+            return (f"makes its queries without the LM with expansion={settings['expansion']} (the question "
+                    "followed by the path's newest paragraph); only expansion=mpc has a predictor that writes them")
         if settings["expansion"] != "mpc":
             return (f"writes its queries inside the review with expansion={settings['expansion']}; only "
                     "expansion=mpc has a predictor of its own that writes them (complete_paragraph)")
@@ -153,7 +157,8 @@ class ReviewProgram(JudgedProgram):
                 decided = enforce_review_rules(None, fallback_query, can_search=can_search, can_accept=can_accept,
                                                relevant=relevant, sufficient=sufficient, require_analysis=False)
                 if (decided.action == "reject"
-                        or (decided.action == "search" and (self.expansion == "mpc" or not can_search))
+                        or (decided.action == "search"
+                            and (self.expansion in ("mpc", *NO_LM_EXPANSIONS) or not can_search))
                         or (decided.action == "accept" and self.fusion in ("paragraph", "passages"))):
                     return replace(decided, corrected=False, seen_ids=tuple(p.id for p in passages),
                                    judge_relevant=judged[0], judge_sufficient=judged[1], judge_only=True)
@@ -191,10 +196,14 @@ class ReviewProgram(JudgedProgram):
         return outcome
 
     def _next_query(self, run: ReviewRun, passages: Sequence[Passage], outcome: ReviewOutcome, where: str) -> str:
-        """The query that expands a path: the review's own (direct, CoT) or the missing paragraph (MPC).
+        """The query that expands a path: the review's own (direct, CoT), the missing paragraph
+        (MPC), or the question followed by the path's newest paragraph (concat, no LM call: the
+        dense encoder finds what that paragraph leads to, as multi-hop dense retrievers do).
 
         If MPC fails or writes nothing, the review's query is used, so a search always has one.
         """
+        if self.expansion == "concat":
+            return concat_query(run.question, passages[-1], self.max_query_chars)
         if self.expansion == "mpc":
             run.stats["completions"] += 1
             pred = safe_call(self.complete_paragraph, run.failures, where,
@@ -256,3 +265,9 @@ class ReviewProgram(JudgedProgram):
                                      "stats": stats},
                                retrieved=retrieved, retrieved_ids=[p.id for p in retrieved],
                                failures=run.failures, stats=stats)
+
+
+def concat_query(question: str, paragraph: Passage, max_chars: int) -> str:
+    """The question, then the paragraph's title and text, cut to `max_chars` (the question is
+    never cut: it comes first)."""
+    return f"{question} {paragraph.title}: {paragraph.text}"[:max(max_chars, len(question))]
