@@ -161,6 +161,25 @@ def test_with_concat_expansion_a_search_costs_no_lm_call():
     assert pred.stats["judge_only"] == 5 and pred.stats["completions"] == 0 and pred.answer == "Gamma"
 
 
+def test_with_linked_expansion_the_paragraphs_a_path_names_come_first_and_cost_no_lm_call():
+    query = f"{QUESTION} Alpha (novel): Alpha is a novel written by Beta Smith."
+    program, retriever = _tree(expansion="linked", fusion="passages")
+    retriever.fixed[query] = [NOISE[2], ALPHA, NOISE[0]]  # the dense search alone misses Beta
+    retriever.passages = [ALPHA, BETA, *NOISE]
+    pred, engine = run(program, answering(lambda call: review("search"), answer="Gamma"), question=QUESTION)
+    assert [c.kind for c in engine.calls] == ["fuse"]
+    assert retriever.asked[1] == query and _actions(pred)["Beta Smith"] == "accept"
+    assert pred.stats["linked"] == 1 and pred.answer == "Gamma"
+
+
+def test_without_passages_to_link_the_search_keeps_its_own_hits_and_says_so():
+    query = f"{QUESTION} Alpha (novel): Alpha is a novel written by Beta Smith."
+    program, retriever = _tree(expansion="linked", query_for_beta=query, fusion="passages")
+    pred, _ = run(program, answering(lambda call: review("search"), answer="Gamma"), question=QUESTION)
+    assert _actions(pred)["Beta Smith"] == "accept" and pred.stats["linked"] == 0
+    assert any(f["where"].endswith(":links") for f in pred.failures)
+
+
 def test_a_concat_query_keeps_the_question_and_cuts_the_paragraph():
     assert concat_query(QUESTION, BETA, 40) == f"{QUESTION} Beta"[:40]
     assert concat_query(QUESTION, BETA, 5) == QUESTION  # the question itself is never cut

@@ -185,8 +185,10 @@ class OptimizeSpec(BaseModel):
         """An optimizer or train size left unset (None) takes the program's own default compile
         (e.g. ToR: path-judge on 100) or, for another optimizer, 20 train questions, and says so."""
         default = dict(self._resolved.cls.default_compile)
-        if self.reader == "none":  # the paper's reader: the default compile without its trained reader
-            default["optimizer"] = "+".join(n for n in default["optimizer"].split("+") if n != "trained-reader")
+        if self.reader == "none":  # the paper's reader, and the paper's search: the released settings were
+            # chosen for the trained reader, so the default compile keeps neither
+            default["optimizer"] = "+".join(n for n in default["optimizer"].split("+")
+                                            if n not in ("trained-reader", "released-settings"))
             if self.optimizer and "trained-reader" in self.optimizer.split("+"):
                 raise ValueError(f"--reader none with --optimizer {self.optimizer}: the trained-reader step "
                                  "needs a reader (released or train)")

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import dspy
+import numpy as np
 
 from treeqa.data.corpus import Passage
 from treeqa.judging.path_judge import check_path_judge
@@ -19,6 +20,7 @@ from treeqa.programs.judged import JudgedProgram
 from treeqa.programs.review_run import ReviewRun, rank_retrieved
 from treeqa.retrievers.base import Retriever
 from treeqa.retrievers.encoder import EmbedFn
+from treeqa.retrievers.links import title_links
 from treeqa.signatures import budget
 from treeqa.signatures.answer import clean_answer
 from treeqa.signatures.fusion import FUSION_INPUT, FUSION_SIGNATURES, FUSIONS, Evidence, fusion_context
@@ -33,8 +35,9 @@ from treeqa.signatures.review import (
     select_for_review,
 )
 
-EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc", "concat")
-NO_LM_EXPANSIONS = ("concat",)  # the query is made from the path itself: a search decision costs no LM call
+EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc", "concat", "linked")
+# the query is made from the path itself: a search decision costs no LM call
+NO_LM_EXPANSIONS = ("concat", "linked")
 
 
 class ReviewProgram(JudgedProgram):
@@ -53,8 +56,8 @@ class ReviewProgram(JudgedProgram):
     @classmethod
     def no_query_writer(cls, settings) -> str | None:
         if settings["expansion"] in NO_LM_EXPANSIONS:
-            return (f"makes its queries without the LM with expansion={settings['expansion']} (the question "
-                    "followed by the path's newest paragraph); only expansion=mpc has a predictor that writes them")
+            return (f"makes its queries without the LM with expansion={settings['expansion']} (from the path's "
+                    "newest paragraph); only expansion=mpc has a predictor that writes them")
         if settings["expansion"] != "mpc":
             return (f"writes its queries inside the review with expansion={settings['expansion']}; only "
                     "expansion=mpc has a predictor of its own that writes them (complete_paragraph)")
@@ -110,10 +113,31 @@ class ReviewProgram(JudgedProgram):
     def search_below(self, run: ReviewRun, query: str, path: Sequence[Passage], width: int,
                      where: str) -> list[Passage]:
         """The `width` paragraphs a search with `query` adds below `path`: it retrieves past the
-        path's own paragraphs, so a path never repeats one and still gets `width` new ones."""
+        path's own paragraphs, so a path never repeats one and still gets `width` new ones. With
+        `expansion="linked"` the paragraphs the path's newest one names by title come first."""
         on_path = {p.id for p in path}
         hits = self._retrieve(run, query, width + len(path), where)
-        return [p for p in hits if p.id not in on_path][:width]
+        found = [p for p in hits if p.id not in on_path][:width]
+        if self.expansion != "linked" or not path:
+            return found
+        linked = self._linked(run, query, path, on_path, width, where)
+        run.stats["linked"] += len(linked)
+        return (linked + [p for p in found if p.id not in {q.id for q in linked}])[:width]
+
+    def _linked(self, run: ReviewRun, query: str, path: Sequence[Passage], on_path: set[str], width: int,
+                where: str) -> list[Passage]:
+        """The paragraphs the path's newest one names by title (`treeqa.retrievers.links`), the
+        `width` closest to `query` by the encoder; none where the corpus or encoder fails."""
+        try:
+            named = title_links(self.retriever).named_in(path[-1].text, exclude=on_path)
+            if len(named) > width:
+                vectors = np.asarray(self.judge_embed_fn()([query] + [p.as_text() for p in named]))
+                order = np.argsort(-(vectors[1:] @ vectors[0]), kind="stable")
+                named = [named[i] for i in order]
+        except Exception as exc:  # noqa: BLE001 - without links the search's own hits stand
+            record_failure(run.failures, f"{where}:links", exc)
+            return []
+        return named[:width]
 
     def _retrieve(self, run: ReviewRun, query: str, k: int, where: str) -> list[Passage]:
         run.stats["retrievals"] += 1
@@ -197,12 +221,13 @@ class ReviewProgram(JudgedProgram):
 
     def _next_query(self, run: ReviewRun, passages: Sequence[Passage], outcome: ReviewOutcome, where: str) -> str:
         """The query that expands a path: the review's own (direct, CoT), the missing paragraph
-        (MPC), or the question followed by the path's newest paragraph (concat, no LM call: the
-        dense encoder finds what that paragraph leads to, as multi-hop dense retrievers do).
+        (MPC), or the question followed by the path's newest paragraph (concat and linked, no LM
+        call: the dense encoder finds what that paragraph leads to, as multi-hop dense retrievers
+        do; linked also follows the paragraph's title links, `search_below`).
 
         If MPC fails or writes nothing, the review's query is used, so a search always has one.
         """
-        if self.expansion == "concat":
+        if self.expansion in NO_LM_EXPANSIONS:
             return concat_query(run.question, passages[-1], self.max_query_chars)
         if self.expansion == "mpc":
             run.stats["completions"] += 1

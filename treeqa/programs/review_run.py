@@ -124,7 +124,7 @@ class ReviewRun:
     failures: list[dict] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("reviews", "review_failures", "completions", "completion_failures", "retrievals",
-         "pruned_repetitive", "corrected", "query_fallbacks", "judge_fallbacks", "judge_only"), 0))
+         "pruned_repetitive", "corrected", "query_fallbacks", "judge_fallbacks", "judge_only", "linked"), 0))
     done: bool = False
 
     def add_node(self, **values) -> ReviewNode:

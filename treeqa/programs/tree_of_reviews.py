@@ -44,7 +44,8 @@ class TreeOfReviews(ReviewProgram):
         depth: the deepest level of paragraph nodes (paper: 3); defaults to len(widths).
         expansion: how a search node makes its query: "direct" (the review writes it),
             "cot" (the review reasons first), "mpc" (the model writes the missing paragraph),
-            "concat" (no LM call: the question followed by the path's newest paragraph).
+            "concat" (no LM call: the question followed by the path's newest paragraph), "linked"
+            (concat, the paragraphs the newest one names by title first: hyperlinks followed).
         fusion: what the reader sees: "analysis", "paragraph" or "evidence" (both); or
             "passages": rta's reader on the first five distinct paragraphs (an rta adapter fits it).
         relevance_pruning: reject prunes the path; off, every reviewed node below the last
@@ -98,7 +99,7 @@ class TreeOfReviews(ReviewProgram):
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
-        return {"hops": (1, 2), "expansion": ("mpc", "cot", "concat"), "max_evidence": (None, 2),
+        return {"hops": (1, 2), "expansion": ("mpc", "cot", "concat", "linked"), "max_evidence": (None, 2),
                 "read_top": (None, 3, 5)}
 
     @classmethod

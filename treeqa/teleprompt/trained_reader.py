@@ -24,10 +24,10 @@ from dspy.teleprompt.teleprompt import Teleprompter
 
 import treeqa.lm  # get_lm and the base model's hash are looked up at each call (tests replace them)
 from treeqa.lm.provider import EmbeddedLM
-from treeqa.programs import build_program
 from treeqa.programs.compiled import attach_adapter
 from treeqa.settings import get_settings
 from treeqa.teleprompt.base import CompileContext, Compiler, register
+from treeqa.teleprompt.released_settings import rebuilt_with
 from treeqa.train.reader import ReaderRecipe, train_reader
 from treeqa.train.reads import set_settings
 from treeqa.train.released import differences, released_reader
@@ -45,21 +45,7 @@ def with_trained_reading(student: dspy.Module) -> dspy.Module:
     settings and every predictor's state kept but the reader's, which starts zero-shot: the
     adapter was trained in the reader's bare prompt."""
     cls = type(student)
-    reading = cls.trained_reading or {}
-    if all(student.settings.get(k) == v for k, v in reading.items()):
-        fresh = student
-    else:
-        fresh = build_program(cls.name, getattr(student, "retriever", None), **{**student.settings, **reading})
-        kept = dict(student.named_predictors())
-        for name, predictor in fresh.named_predictors():
-            if name != cls.reader and name in kept:
-                predictor.load_state(kept[name].dump_state())
-        for name, value in vars(student).items():  # what earlier stages recorded of their fits (judge_fit, ...)
-            if name.endswith("_fit") or name == "settings_search":
-                setattr(fresh, name, value)
-    reader = dict(fresh.named_predictors())[cls.reader]
-    reader.demos = []
-    return fresh
+    return rebuilt_with(student, cls.trained_reading or {}, fresh=(cls.reader,))
 
 
 def reads_settings_wanted(recipe) -> dict[str, Any]:

@@ -1,0 +1,24 @@
+#!/bin/bash
+# The runs behind treeqa/teleprompt/released/tor.json (benchmarks/released_settings.py says why):
+# the main command's compiled ToR of each dataset, once with each search setting tried, and rta, on
+# the released reader's validation questions, live (--no-cache), one after another on one machine.
+#   bash benchmarks/released_settings.sh [RUNS]     # default benchmarks/runs/expansion-dev; resumes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-benchmarks/runs/expansion-dev}
+R=benchmarks/runs
+declare -A COMPILED=([hotpotqa]=$R/hotpotqa-dev-unexamined-skip100-n197 [2wikimultihopqa]=$R/2wikimultihopqa-dev-unexamined-skip50-n100
+                     [musique]=$R/musique-dev-unexamined-skip0-n100)
+TAKES="hotpotqa-train hotpotqa-dev 2wikimultihopqa-train 2wikimultihopqa-dev musique-train"
+.venv/bin/python benchmarks/released_settings.py ids "$RUNS/ids"
+for side in concat mpc rta; do
+  for take in $TAKES; do
+    dataset=${take%-*} split=${take##*-}
+    if [ "$side" = rta ]; then what=(--program rta); else
+      what=(--compiled "${COMPILED[$dataset]}/tor-default-compile/compiled.json" --param "expansion=$side"); fi
+    echo "== $side $take $(date -u +%H:%M:%S)"
+    .venv/bin/treeqa evaluate "${what[@]}" --dataset "$dataset" --split "$split" --ids "$RUNS/ids/$take.ids" \
+      --no-cache --out "$RUNS/$take-$side" 2>&1 | grep -v '^llama_adapter' | tail -12
+  done
+done
+.venv/bin/python benchmarks/released_settings.py record "$RUNS" > treeqa/teleprompt/released/tor.json
