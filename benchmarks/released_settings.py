@@ -24,7 +24,7 @@ from treeqa.evaluation.stats import compare_records, run_intervals
 
 PROGRAM = "tor"
 OWN = "mpc"  # the compiled program's own setting: a tie keeps it
-CANDIDATES = {"mpc": {"expansion": "mpc"}, "concat": {"expansion": "concat"}}
+CANDIDATES = {"mpc": {"expansion": "mpc"}, "concat": {"expansion": "concat"}, "linked": {"expansion": "linked"}}
 BASELINE = "rta"
 MAX_COST_RATIO = 2.0
 TAKES = ("hotpotqa-train", "hotpotqa-dev", "2wikimultihopqa-train", "2wikimultihopqa-dev", "musique-train")

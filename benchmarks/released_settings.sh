@@ -11,7 +11,7 @@ declare -A COMPILED=([hotpotqa]=$R/hotpotqa-dev-unexamined-skip100-n197 [2wikimu
                      [musique]=$R/musique-dev-unexamined-skip0-n100)
 TAKES="hotpotqa-train hotpotqa-dev 2wikimultihopqa-train 2wikimultihopqa-dev musique-train"
 .venv/bin/python benchmarks/released_settings.py ids "$RUNS/ids"
-for side in concat mpc rta; do
+for side in concat mpc rta linked; do
   for take in $TAKES; do
     dataset=${take%-*} split=${take##*-}
     if [ "$side" = rta ]; then what=(--program rta); else

@@ -14,7 +14,8 @@
                    annotated training records (`RECORDS`, `MUSIQUE`)
     cli.py         `run_cli`: the `treeqa` command run in this process
     models.py      a tiny Qwen2 and its tokenizer, for the LoRA tests, and GGUF files of its shape
-                   (`tiny_base_gguf`, `tiny_lora_gguf`) for the adapter checks
+                   (`tiny_base_gguf`, `tiny_lora_gguf`) for the adapter checks, and a released
+                   reader's folder (`write_released`)
     integration.py `run_measured`: a real question asked, measured and summarised
 
 Every name a test imports is re-exported here: `from tests.fakes import X`.
@@ -49,6 +50,7 @@ from tests.fakes.models import (
     tiny_model,
     tiny_tokenizer,
     write_gguf,
+    write_released,
 )
 from tests.fakes.retrievers import FakeRetriever, hashing_embed, hashing_embed_counting, passage
 from tests.fakes.scripts import BeamScript, Q, answering, review, run, tree_retriever
@@ -61,5 +63,5 @@ __all__ = [
     "hashing_embed_counting", "llama_server", "local_client", "passage", "requires_shared_data", "review",
     "review_kind", "run", "run_cli", "run_measured", "run_scripted", "scripted_lm", "simulated_endpoint",
     "tiny_model", "tiny_tokenizer", "tree_retriever", "use_lm", "TINY_PROJECTIONS", "tiny_base_gguf",
-    "tiny_lora_gguf", "tiny_lora_tensors", "write_gguf", "compiled_with_adapter", "loaded_adapter",
+    "tiny_lora_gguf", "write_released", "tiny_lora_tensors", "write_gguf", "compiled_with_adapter", "loaded_adapter",
 ]

@@ -3,6 +3,7 @@ with a word-level tokenizer that has ChatML's template."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -120,3 +121,19 @@ def compiled_with_adapter(folder: Path, program: str = "direct", tear: int = 0) 
     state["treeqa"]["adapter"] = AdapterRef.of(adapter, folder, base_model_sha256(), ["answer"]).to_dict()
     path.write_text(json.dumps(state))
     return path
+
+
+def write_released(folder: Path, recipe: dict | None = None, base: str | None = None) -> Path:
+    """A released reader's folder as `train_reader` and the release write it."""
+    from treeqa.teleprompt.trained_reader import reads_settings_wanted
+    from treeqa.train.reader import ReaderRecipe
+
+    folder.mkdir(parents=True, exist_ok=True)
+    adapter = tiny_lora_gguf(folder / "adapter.gguf") or folder / "adapter.gguf"
+    record = {"recipe": recipe or ReaderRecipe().to_dict(), "base_sha256": base or base_model_sha256(),
+              "reads": {"sha256": "ab" * 32, "settings": reads_settings_wanted(ReaderRecipe()), "train_reads": 1073,
+                        "validation_reads": 64, "counts": {}},
+              "adapter": {"file": "adapter.gguf", "sha256": hashlib.sha256(adapter.read_bytes()).hexdigest()},
+              "training": {"best": {"step": 768, "val_loss": 0.35}}}
+    (folder / "reader.json").write_text(json.dumps(record))
+    return folder

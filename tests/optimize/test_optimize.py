@@ -108,9 +108,10 @@ def test_save_compiled_refuses_other_formats(tmp_path):
 
 @pytest.mark.parametrize("optimizer", [o for o in optimizer_names()
                                        if o not in ("path-judge", "query", "judge", "finetune", "better-together",
-                                                    "trained-reader")])
+                                                    "trained-reader", "released-settings")])
 # ToR/CoR only, with log-probabilities: path-judge in test_path_judge, query in test_query_writer, judge in test_judge;
-# finetune and better-together train weights (the embedded provider): test_finetune; trained-reader: test_trained_reader
+# finetune and better-together train weights (the embedded provider): test_finetune; trained-reader:
+# test_trained_reader; released-settings (ToR's record only): test_released_settings
 def test_every_optimizer_runs_on_a_tiny_setting(scripted, tmp_path, optimizer):
     out = tmp_path / optimizer
     program = {"program": "rta", "retriever": "bm25"} if optimizer == "settings" else {}  # direct has none to tune
@@ -331,7 +332,7 @@ def test_the_plain_command_compiles_with_the_programs_default(fixture_data):
     tor = CliRunner().invoke(app, ["optimize", "--program", "tor", "--plan"])
     direct = CliRunner().invoke(app, ["optimize", "--program", "direct", "--plan"])
     chosen = CliRunner().invoke(app, ["optimize", "--program", "tor", "--optimizer", "bootstrap", "--plan"])
-    assert tor.exit_code == 0 and "(path-judge+trained-reader, 100 train)" in tor.output
+    assert tor.exit_code == 0 and "(path-judge+released-settings+trained-reader, 100 train)" in tor.output
     assert "(bootstrap, 20 train)" in direct.output and "(bootstrap, 20 train)" in chosen.output
 
 
@@ -398,7 +399,8 @@ def test_the_default_compile_rule_is_the_specs():
     """An optimizer or train size left unset takes the program's own compile, or 20 train
     questions for another optimizer, and the spec says so where that is not the program's size."""
     own = OptimizeSpec(program="tor", optimizer=None, train=None)
-    assert (own.optimizer, own.train, own.default_compile_note) == ("path-judge+trained-reader", 100, None)
+    assert (own.optimizer, own.train, own.default_compile_note) == ("path-judge+released-settings+trained-reader",
+                                                                    100, None)
     paper = OptimizeSpec(program="tor", optimizer=None, train=None, reader="none")  # the paper's reader
     assert (paper.optimizer, paper.train) == ("path-judge", 100)
     other = OptimizeSpec(program="tor", optimizer="bootstrap", train=None)

@@ -7,8 +7,7 @@ import json
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever
-from tests.teleprompt.test_trained_reader import write_released
+from tests.fakes import FakeRetriever, write_released
 from treeqa.programs.beam_search import BeamSearchQA
 from treeqa.programs.compiled import adapter_lms, load_program, save_compiled
 from treeqa.programs.tree_of_reviews import TreeOfReviews

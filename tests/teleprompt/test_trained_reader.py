@@ -4,18 +4,17 @@ record that does not fit is refused by name, and an endpoint needs the model tha
 
 import hashlib
 import json
-from pathlib import Path
 
 import dspy
 import pytest
 
-from tests.fakes import FakeRetriever, tiny_lora_gguf
+from tests.fakes import FakeRetriever, write_released
 from treeqa.optimize import OptimizeSpec, plan
 from treeqa.programs.baselines import RetrieveThenAnswer
 from treeqa.programs.beam_search import BeamSearchQA
 from treeqa.programs.compiled import adapter_lms, load_program, save_compiled
 from treeqa.programs.tree_of_reviews import TreeOfReviews
-from treeqa.teleprompt.trained_reader import TrainedReader, reads_settings_wanted, with_trained_reading
+from treeqa.teleprompt.trained_reader import TrainedReader, with_trained_reading
 from treeqa.train.reader import ReaderRecipe
 from treeqa.train.released import ReleasedReaderError, released_reader
 
@@ -23,21 +22,6 @@ from treeqa.train.released import ReleasedReaderError, released_reader
 @pytest.fixture
 def engines(scripted_engines):
     return scripted_engines
-
-
-def write_released(folder: Path, recipe: dict | None = None, base: str | None = None) -> Path:
-    """A released reader's folder as `train_reader` and the release write it."""
-    from treeqa.lm import base_model_sha256
-
-    folder.mkdir(parents=True, exist_ok=True)
-    adapter = tiny_lora_gguf(folder / "adapter.gguf") or folder / "adapter.gguf"
-    record = {"recipe": recipe or ReaderRecipe().to_dict(), "base_sha256": base or base_model_sha256(),
-              "reads": {"sha256": "ab" * 32, "settings": reads_settings_wanted(ReaderRecipe()), "train_reads": 1073,
-                        "validation_reads": 64, "counts": {}},
-              "adapter": {"file": "adapter.gguf", "sha256": hashlib.sha256(adapter.read_bytes()).hexdigest()},
-              "training": {"best": {"step": 768, "val_loss": 0.35}}}
-    (folder / "reader.json").write_text(json.dumps(record))
-    return folder
 
 
 @pytest.fixture
@@ -162,7 +146,7 @@ def test_the_default_compile_of_tor_is_the_judge_then_the_trained_reader_in_one_
 
     hotpot, _ = train
     spec = OptimizeSpec(program="tor", optimizer=None, train=None)
-    assert spec.optimizer == "path-judge+trained-reader"
+    assert spec.optimizer == "path-judge+released-settings+trained-reader"
     checked = Checked(tmp_path, spec.eval_spec(), "hotpotqa", {"train": "train", "dev": "dev"}, hotpot, hotpot, None,
                       FakeRetriever(), spec.resolved.build(FakeRetriever()))
     compiled, info = compile_program(spec, checked, get_lm("local", cache=False), echo=lambda *a: None)

@@ -34,8 +34,9 @@ OPT = SpecDefaults(OptimizeSpec)
 
 OptimizerOption = Annotated[str | None, typer.Option(help=f"One of {', '.join(optimizer_names())}, or a preparer "
                                                          "and an EM teleprompter joined by '+' (default: the "
-                                                         "program's own default compile: path-judge+trained-reader "
-                                                         "for tor and beam, else bootstrap).")]
+                                                         "program's own default compile: path-judge+released-settings+"
+                                                         "trained-reader for tor, path-judge+trained-reader for "
+                                                         "beam, else bootstrap).")]
 TrainOption = Annotated[int | None, typer.Option(help="Training questions to compile on (default: with the program's "
                                                       "default compile, its size (tor, beam: 100), else 20).")]
 TrainFromOption = Annotated[str | None, typer.Option(help="Compile on this dataset's train split instead (e.g. "

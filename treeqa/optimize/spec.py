@@ -41,13 +41,16 @@ def preparers() -> tuple[str, ...]:
 
 def stages(optimizer: str) -> list[str]:
     """The compilers `--optimizer` names, in order: a preparer, a weight training and an EM
-    teleprompter, each at most once and in that order (e.g. path-judge+finetune+reader)."""
+    teleprompter, each at most once and in that order (e.g. path-judge+finetune+reader); a
+    preparer that only sets settings (`settings_only`) may follow another preparer
+    (path-judge+released-settings+trained-reader)."""
     names, known, ready = optimizer.split("+"), optimizer_names(), preparers()
-    if any(n not in known for n in names) or len(names) > 3:
+    if any(n not in known for n in names) or len(names) > 4 or len(set(names)) != len(names):
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(known)}, or a preparer "
                          f"({', '.join(ready)}) then another, joined by '+' (e.g. path-judge+reader)")
     ranks = [0 if n in ready else 1 if compilers()[n].weights else 2 for n in names]
-    if any(b <= a for a, b in zip(ranks, ranks[1:], strict=False)):
+    if any(b < a or (b == a and not (b == 0 and compilers()[n].settings_only))
+           for a, b, n in zip(ranks, ranks[1:], names[1:], strict=False)):
         raise ValueError(f"--optimizer {optimizer}: a preparer ({', '.join(ready)}), then a weight training "
                          "(finetune), then an EM teleprompter, each at most once and in that order "
                          "(e.g. path-judge+reader, annotated+mipro, path-judge+finetune+reader)")

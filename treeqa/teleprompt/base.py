@@ -63,6 +63,8 @@ class Compiler:
             before any question is asked.
         train_seconds: (train questions, the optimize spec) -> the seconds its weight training
             takes (measured), for a compiler that trains weights; `--plan` adds it up.
+        settings_only: a preparer that only changes the program's settings (its predictors' state
+            and earlier fits kept), so it may follow another preparer.
         weights: it trains the model's weights and returns a program an EM teleprompter may
             compile further (it sits between a preparer and a teleprompter: `path-judge+finetune+reader`).
     """
@@ -79,6 +81,7 @@ class Compiler:
     refuses: Callable[[type, dict[str, Any]], str | None] = lambda cls, settings: None
     train_seconds: Callable[[int, Any], float] | None = None
     weights: bool = False
+    settings_only: bool = False
 
 
 COMPILERS: Registry[Compiler] = Registry("optimizer")  # `--optimizer` name -> compiler

@@ -83,5 +83,5 @@ class ReleasedSettings(Teleprompter):
 
 
 register(Compiler("released-settings", lambda c: (ReleasedSettings(), {}), lambda per_q, n, t: 0, preparer=True,
-                  fits=lambda cls: released_settings(cls.name) is not None,
+                  settings_only=True, from_annotations=True, fits=lambda cls: released_settings(cls.name) is not None,
                   unfit="has no released settings (a priced search recorded in treeqa/teleprompt/released/)"))
