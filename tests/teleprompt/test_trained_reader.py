@@ -152,6 +152,7 @@ def test_the_default_compile_of_tor_is_the_judge_then_the_trained_reader_in_one_
     compiled, info = compile_program(spec, checked, get_lm("local", cache=False), echo=lambda *a: None)
     assert info["lm_calls"] == 0 and info["judge_fit"] and info["trained_reader_fit"]["reader"] == "released"
     assert (compiled.fusion, compiled.read_top) == ("passages", 5) and compiled.path_judge
+    assert compiled.expansion == "linked" and info["settings_search"]["released"] == "tor.json"  # the priced choice
     assert compiled.fuse.demos == [] and compiled.review.demos  # the search's demos stay, the reader is bare
     loaded = load_program(tmp_path / "compiled.json", retriever=FakeRetriever())
     assert PathJudge.model_validate(loaded.path_judge) == PathJudge.model_validate(compiled.path_judge)

@@ -3,7 +3,7 @@ trained on rta's reads of every question we may train on (`treeqa.train.reader`)
 
 Why: the first compiled program clearly better than one retrieval is ToR's search read this way
 (HotpotQA 197: 40.1 EM, +9.1 [+3.1, +15.2] over rta). This compiler makes that one step of a
-compile (`path-judge+trained-reader`, the default of ToR and the beam): it sets the reading the
+compile (the default of ToR, after the path judge and the released settings, and of the beam): it sets the reading the
 program declares (`trained_reading`: ToR `fusion=passages`, the beam `reading=passages`, rta as it
 is), leaves that reader zero-shot (the prompt the adapter was trained in), and puts the adapter on
 it. The adapter is the released reader (`treeqa.train.released`) when its record matches what this
