@@ -1,19 +1,11 @@
 """`benchmarks/released_reader.py`: the released reader's validation EM paired with the base
 reader's on the same reads, and the share of "yes" it says where the gold is yes or no."""
 
-import importlib.util
-import sys
-
-from treeqa.settings import PROJECT_ROOT
+from tests.fakes import benchmark_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("released_reader_script", PROJECT_ROOT / "benchmarks" /
-                                                  "released_reader.py")
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script
-    spec.loader.exec_module(script)
-    return script
+    return benchmark_script("released_reader")
 
 
 def rec(qid, dataset, gold, prediction):

@@ -2,24 +2,18 @@
 pooled EM and seconds, its ratio to rta's on the same machine, the best EM within the budget; and
 the committed record is what the script makes of the committed runs."""
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
+from tests.fakes import benchmark_script
 from treeqa.settings import PROJECT_ROOT
 
 MACHINE = {"cpu": "x", "flags": ["avx2"], "cores": 2, "engine_threads": 2}
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("released_settings_script", PROJECT_ROOT / "benchmarks" /
-                                                  "released_settings.py")
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script
-    spec.loader.exec_module(script)
-    return script
+    return benchmark_script("released_settings")
 
 
 def _runs(tmp_path, script, scores: dict[str, tuple[list[float], float]], machine=MACHINE, params=None):

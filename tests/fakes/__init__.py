@@ -12,7 +12,8 @@
     data.py        where the data lies (`FIXTURE_DATA`, `SHARED_DATA`, `requires_shared_data`), what
                    the scripted LM answers the fixture questions (`FIXTURE_ANSWERS`), and the
                    annotated training records (`RECORDS`, `MUSIQUE`)
-    cli.py         `run_cli`: the `treeqa` command run in this process
+    cli.py         `run_cli`: the `treeqa` command run in this process; `benchmark_script`: a
+                   script of benchmarks/ loaded as a module
     models.py      a tiny Qwen2 and its tokenizer, for the LoRA tests, and GGUF files of its shape
                    (`tiny_base_gguf`, `tiny_lora_gguf`) for the adapter checks, and a released
                    reader's folder (`write_released`)
@@ -21,7 +22,7 @@
 Every name a test imports is re-exported here: `from tests.fakes import X`.
 """
 
-from tests.fakes.cli import run_cli
+from tests.fakes.cli import benchmark_script, run_cli
 from tests.fakes.data import FIXTURE_ANSWERS, FIXTURE_DATA, MUSIQUE, RECORDS, SHARED_DATA, requires_shared_data
 from tests.fakes.integration import run_measured
 from tests.fakes.lm import (
@@ -57,6 +58,7 @@ from tests.fakes.scripts import BeamScript, Q, answering, review, run, tree_retr
 from tests.fakes.servers import FakeEndpoint, Overlap, llama_server, local_client, simulated_endpoint
 
 __all__ = [
+    "benchmark_script",
     "CHATML", "FIXTURE_ANSWERS", "FIXTURE_DATA", "MUSIQUE", "Q", "RECORDS", "SHARED_DATA", "WORDS", "BeamScript",
     "Call", "FakeEndpoint", "FakeLlama", "FakeRetriever", "Overlap", "Raw", "ScriptedEngine", "answering",
     "chat_reply", "first_output_field", "generic_lm", "generic_responder", "hashing_embed",

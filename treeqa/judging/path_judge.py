@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from treeqa.data.passage import Passage
 from treeqa.retrievers.encoder import EmbedFn
+from treeqa.retrievers.links import title_key
 
 FEATURES: tuple[str, ...] = (
     "question_similarity",  # cosine of the question and the newest paragraph
@@ -48,13 +49,8 @@ def _content_words(text: str, stopwords: frozenset[str]) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in stopwords}
 
 
-def _title_key(title: str) -> str:
-    """A title as it is named in running text: lower case, without a "(film)"-style qualifier."""
-    return re.sub(r"\s*\([^)]*\)\s*$", "", title).strip().lower()
-
-
 def _named_in(title: str, text: str) -> bool:
-    key = _title_key(title)
+    key = title_key(title)
     return len(key) > 2 and key in text.lower()
 
 

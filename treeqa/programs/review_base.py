@@ -122,7 +122,8 @@ class ReviewProgram(JudgedProgram):
             return found
         linked = self._linked(run, query, path, on_path, width, where)
         run.stats["linked"] += len(linked)
-        return (linked + [p for p in found if p.id not in {q.id for q in linked}])[:width]
+        taken = {p.id for p in linked}
+        return (linked + [p for p in found if p.id not in taken])[:width]
 
     def _linked(self, run: ReviewRun, query: str, path: Sequence[Passage], on_path: set[str], width: int,
                 where: str) -> list[Passage]:
