@@ -161,12 +161,25 @@ def test_no_cache_reaches_the_evaluations_only():
 def test_plan_counts_calls_without_making_any(scripted, tmp_path):
     result = run_optimize(_spec(program="direct", dev=30, train=20), tmp_path / "p", plan_only=True)
     assert result["plan"] == {"calls_per_question_max": 1, "zero_shot_max": 30, "compile_max": 20,
-                              "compiled_max": 30}
+                              "compiled_calls_per_question_max": 1, "compiled_max": 30}
     assert scripted._engine_spec.calls == []
     assert not (tmp_path / "p").exists()
     replayed = run_optimize(_spec(program="tor", dev=30, train=20, zero_shot=False, replay_from="R"),
                             tmp_path / "p", plan_only=True)["plan"]
     assert (replayed["zero_shot_max"], replayed["compiled_max"]) == (0, 30)  # one reader call a question
+
+
+def test_plan_bounds_the_compiled_side_with_what_the_compile_sets(scripted, tmp_path):
+    """ToR's default compile (judge, released linked search, trained reader) writes a program
+    that asks the reader alone; the zero-shot side keeps the paper's 86 calls. Without the
+    released search (--reader none) the judge still saves the reviews, not MPC's completions."""
+    default = run_optimize(_spec(program="tor", dev=10, train=None, optimizer=None), tmp_path / "d",
+                           plan_only=True)["plan"]
+    assert default["calls_per_question_max"] == 5 + 15 + 45 + 5 + 15 + 1
+    assert (default["compiled_calls_per_question_max"], default["compiled_max"]) == (1, 10)
+    paper = run_optimize(_spec(program="tor", dev=10, train=None, optimizer=None, reader="none"), tmp_path / "n",
+                         plan_only=True)["plan"]
+    assert paper["compiled_calls_per_question_max"] == 5 + 15 + 45 + 5 + 15 + 1  # fusion=evidence: reviews asked
 
 
 def test_call_bounds_follow_the_algorithms():

@@ -98,6 +98,8 @@ def plan_line(spec: OptimizeSpec, calls: dict[str, int]) -> str:
     return (f"plan: at most {calls['calls_per_question_max']} LM calls per question; "
             f"{zero_plan}, compile ≤ {calls['compile_max']:,} ({spec.optimizer}, "
             f"{spec.train} train), compiled ≤ {calls['compiled_max']:,}"
+            + (f" ({calls['compiled_calls_per_question_max']} a question)"
+               if calls["compiled_calls_per_question_max"] != calls["calls_per_question_max"] else "")
             + (f", {spec.against} ≤ {calls['against_max']:,}" if "against_max" in calls else "")
             + (f"; weight training ~{calls['training_seconds_est'] / 60:.0f} min on 2 cores"
                if "training_seconds_est" in calls else ""))

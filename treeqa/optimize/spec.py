@@ -265,13 +265,26 @@ def make_teleprompter(spec: OptimizeSpec, task_lm: dspy.LM, teacher_lm: dspy.LM 
     return compilers()[name].build(CompileContext(spec, task_lm, teacher_lm, out_dir))
 
 
+def compiled_call_bound(spec: OptimizeSpec) -> int:
+    """The most LM calls a question of the compiled program takes: the zero-shot settings with
+    what each stage is known to set before it runs (a judge, a released search, a reading)."""
+    resolved = spec.resolved
+    settings = dict(resolved.settings)
+    for name in stages(spec.optimizer):
+        sets = compilers()[name].sets
+        if sets is not None and compilers()[name].fits(resolved.cls):
+            settings.update(sets(resolved.cls, settings))
+    return resolved.cls.call_bound(settings)
+
+
 def plan(spec: OptimizeSpec) -> dict[str, int]:
     """The LM-call budget of a run, from the settings alone (no index, no model)."""
     per_q = spec.resolved.call_bound
     training = [compilers()[name].train_seconds for name in stages(spec.optimizer)]
+    compiled_per_q = 1 if spec.replay_from else compiled_call_bound(spec)  # a replay: one reader call
     out = {"calls_per_question_max": per_q, "zero_shot_max": spec.dev * per_q if spec.zero_shot else 0,
            "compile_max": compile_call_bound(spec.optimizer, per_q, spec.train, spec.tuning()),
-           "compiled_max": spec.dev * (1 if spec.replay_from else per_q)}  # a replay: one reader call
+           "compiled_calls_per_question_max": compiled_per_q, "compiled_max": spec.dev * compiled_per_q}
     if spec.against is not None:
         out["against_max"] = spec.dev * resolve_program(spec.against, {}, None).call_bound
     if any(training):

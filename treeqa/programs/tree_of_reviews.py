@@ -114,7 +114,9 @@ class TreeOfReviews(ReviewProgram):
     @classmethod
     def call_bound(cls, settings) -> int:
         """One review per node of the full tree, one MPC completion per node that can expand,
-        one fusion call."""
+        one fusion call. With a path judge and a reader that reads paragraphs only, the judge
+        decides every node without a review (see `_review_call`; where its encoder fails, the
+        review it falls back to is a recorded failure, not counted here)."""
         widths = list(settings["widths"])
         depth = len(widths) if settings["depth"] is None else settings["depth"]
         nodes = expandable = 0
@@ -124,7 +126,9 @@ class TreeOfReviews(ReviewProgram):
             nodes += level
             if d < depth - 1:
                 expandable += level
-        return nodes + (expandable if settings["expansion"] == "mpc" else 0) + 1
+        judged = (settings.get("path_judge") is not None and settings["fusion"] in ("paragraph", "passages")
+                  and settings["expansion"] != "cot")  # cot: the review writes the query
+        return (0 if judged else nodes) + (expandable if settings["expansion"] == "mpc" else 0) + 1
 
     def __init__(self, retriever: Retriever | None = None, widths: Sequence[int] = (5, 3, 3),
                  depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",

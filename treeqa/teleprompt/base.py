@@ -67,6 +67,9 @@ class Compiler:
             and earlier fits kept), so it may follow another preparer.
         weights: it trains the model's weights and returns a program an EM teleprompter may
             compile further (it sits between a preparer and a teleprompter: `path-judge+finetune+reader`).
+        sets: (program class, settings) -> the settings it will set that are known before it runs
+            (a judge's presence, a released choice, a reading), so `--plan` bounds the compiled
+            side with the program the compile writes, not the zero-shot one.
     """
 
     name: str
@@ -82,6 +85,7 @@ class Compiler:
     train_seconds: Callable[[int, Any], float] | None = None
     weights: bool = False
     settings_only: bool = False
+    sets: Callable[[type, dict[str, Any]], dict[str, Any]] | None = None
 
 
 COMPILERS: Registry[Compiler] = Registry("optimizer")  # `--optimizer` name -> compiler

@@ -25,6 +25,7 @@ DISTRACTORS_PER_QUESTION = 3  # distractors spliced into paths per training ques
 # paragraph rejected loses its subtree, a distractor kept costs a few calls. Sufficiency is
 # cut at its best balanced accuracy.
 RELEVANCE_RECALL = 0.9
+PLANNED_JUDGE = {"planned": True}  # what `--plan` bounds with: a judge is there, its numbers come from the fit
 def _passage(paragraph: dict) -> Passage:
     return as_passage(paragraph)
 
@@ -171,4 +172,4 @@ def _no_passages(cls: type, settings: dict) -> str | None:
 register(Compiler("path-judge", lambda c: (PathJudgeFit(k=c.spec.annotated_demos, seed=c.spec.seed), {}),
                   lambda per_q, n, t: 0, preparer=True, needs_annotations=True, from_annotations=True,
                   fits=lambda cls: "path_judge" in cls.settings_model().model_fields, unfit="has no path judge",
-                  refuses=_no_passages))
+                  refuses=_no_passages, sets=lambda cls, settings: {"path_judge": PLANNED_JUDGE}))

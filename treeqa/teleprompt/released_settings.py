@@ -84,4 +84,5 @@ class ReleasedSettings(Teleprompter):
 
 register(Compiler("released-settings", lambda c: (ReleasedSettings(), {}), lambda per_q, n, t: 0, preparer=True,
                   settings_only=True, from_annotations=True, fits=lambda cls: released_settings(cls.name) is not None,
+                  sets=lambda cls, settings: dict(released_settings(cls.name)["chosen"]),
                   unfit="has no released settings (a priced search recorded in treeqa/teleprompt/released/)"))
