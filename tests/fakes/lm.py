@@ -41,6 +41,7 @@ _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]\n")
 _OUTPUTS = re.compile(r"Your output fields are:\n(.*?)\nAll interactions", re.S)
 _FIELD = re.compile(r"^\d+\. `(\w+)` \(([^)]*\)?)\)", re.M)
 _BOOLEAN = re.compile(r"\b(true|false|True|False)\b")
+_YES_NO = re.compile(r"\b(yes|no|Yes|No)\b")
 
 
 @dataclass
@@ -114,15 +115,18 @@ class ScriptedEngine:
         out = self.respond(call)
         if isinstance(out, BaseException):
             raise out
-        probabilities = None
+        probabilities = p_yes = None
         if isinstance(out, dict):
             out = dict(out)
             probabilities = out.pop("_p", None)
+            p_yes = out.pop("_p_yes", None)  # the answer's P("yes") against "no", for a yes/no answer
             booleans = [name for name, value in out.items() if isinstance(value, bool)]
             out = json.dumps(out) if call.json_mode else chat_reply(out)
         logprobs = None
         if probabilities is not None and getattr(request.config, "logprobs", None) is not None:
             logprobs = _token_logprobs(out, [probabilities.get(name) for name in booleans])
+        if p_yes is not None and getattr(request.config, "logprobs", None) is not None:
+            logprobs = _yes_no_logprobs(out, p_yes)
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(out)]),
                         finish_reason="stop", usage=Usage(input_tokens=self.usage[0], output_tokens=self.usage[1]),
                         logprobs=logprobs)
@@ -159,6 +163,20 @@ def _token_logprobs(text: str, probabilities: list) -> tuple[TokenLogprob, ...]:
                                    top=(TopLogprob(token=spell("true"), logprob=true),
                                         TopLogprob(token=spell("false"), logprob=false))))
     return tuple(tokens)
+
+
+def _yes_no_logprobs(text: str, p_yes: float) -> tuple[TokenLogprob, ...]:
+    """`text` as three tokens: what comes before the answer's yes or no, that word (its
+    alternatives "yes" at `p_yes` and "no"), and the rest."""
+    match = _YES_NO.search(text, text.find("answer"))
+    if match is None:  # another answer: one token, no yes/no alternatives
+        return (TokenLogprob(token=text, logprob=0.0),)
+    yes, no = math.log(max(p_yes, 1e-12)), math.log(max(1 - p_yes, 1e-12))
+    word = match.group(1)
+    return (TokenLogprob(token=text[:match.start()], logprob=0.0),
+            TokenLogprob(token=word, logprob=yes if word.lower() == "yes" else no,
+                         top=(TopLogprob(token="yes", logprob=yes), TopLogprob(token="no", logprob=no))),
+            TokenLogprob(token=text[match.end():], logprob=0.0))
 
 
 def scripted_lm(respond, classify=first_output_field, whole_call: bool = False,

@@ -182,3 +182,25 @@ def test_a_served_reader_is_asked_in_the_prompt_it_was_trained_in(released, monk
     run_adapters_with(tor, run_lm, cache=False, reader_model="openai/treeqa-reader")
     assert isinstance(tor.fuse, TrainedPromptPredict) and type(tor.review) is dspy.Predict
     assert tor.fuse.demos == [] and tor.fuse.signature.equals(rta.answer.signature)  # its state as it was
+
+
+def test_the_released_readers_yes_no_calibration_for_the_compiles_dataset_is_applied(engines, tmp_path, monkeypatch):
+    from treeqa.programs.compiled.yes_no import YesNoCalibratedPredict
+
+    folder = write_released(tmp_path / "released")
+    record = json.loads((folder / "reader.json").read_text())
+    record["yes_no"] = {"fitted_on": "validation reads", "datasets": {
+        "2wikimultihopqa": {"bias": 1.25, "reads": 20, "prior": {"questions": 101, "yes": 26, "share": 0.2574}}}}
+    (folder / "reader.json").write_text(json.dumps(record))
+    monkeypatch.setattr("treeqa.train.released.RELEASED_DIR", folder)
+    rta = RetrieveThenAnswer(FakeRetriever(), k=5)
+    compiled = TrainedReader(dataset="2wikimultihopqa").compile(rta, trainset=[])
+    assert isinstance(compiled.answer, YesNoCalibratedPredict) and compiled.answer.yes_no_bias == 1.25
+    path = save_compiled(compiled, tmp_path / "out" / "compiled.json", name="rta", dataset="2wikimultihopqa",
+                         retriever="dense")
+    saved = json.loads(path.read_text())["treeqa"]["yes_no"]
+    assert saved["bias"] == 1.25 and saved["dataset"] == "2wikimultihopqa" and saved["predictors"] == ["answer"]
+    loaded = load_program(path, retriever=FakeRetriever())
+    assert loaded.answer.yes_no_bias == 1.25 and set(adapter_lms(loaded)) == {"answer"}
+    other = TrainedReader(dataset="musique").compile(RetrieveThenAnswer(FakeRetriever(), k=5), trainset=[])
+    assert not isinstance(other.answer, YesNoCalibratedPredict)  # no fit for MuSiQue: the reader as it writes

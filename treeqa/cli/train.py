@@ -29,6 +29,7 @@ from treeqa.train.reads import EVIDENCE_DISTRACTORS, KINDS, TAKES, build_reader_
 from treeqa.train.reasons import find_reasons
 from treeqa.train.scores import score_reads, summarise
 from treeqa.train.tor_reads import write_tor_reads
+from treeqa.train.yes_no import fit_reader_yes_no
 
 train_app = typer.Typer(help="A program's trained weights (LoRA adapters on the embedded model).",
                         no_args_is_help=True)
@@ -228,6 +229,40 @@ def score_cmd(
     with dspy.context(lm=model, adapter=adapter_for(model)):
         records = score_reads(reader, chosen, out)
     typer.echo(json.dumps(summarise(records), indent=2))
+
+
+@train_app.command("yes-no")
+@one_line_errors
+def yes_no_cmd(
+    source: Annotated[str, typer.Argument(help="A compiled program with the trained reader's adapter (e.g. "
+                                               "`train attach rta ADAPTER FILE`).")],
+    reads: Annotated[Path, typer.Option("--set", help="the folder `treeqa train reads` built the adapter's reads in")],
+    out: Annotated[Path, typer.Option(help="a folder: yes-no-reads.jsonl (one record a read; a rerun resumes) "
+                                           "and yes-no.json")],
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="ask the model again")] = False,
+) -> None:
+    """Fit the trained reader's yes/no calibration: its P("yes") on every validation read of a
+    yes/no question, and one bias a dataset that makes its "yes" share that of the set's training
+    questions (`treeqa.train.yes_no`). Prints the fit."""
+    # late: tests replace treeqa.lm.get_lm, so it is read at call time
+    from treeqa.lm import get_lm
+
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} is a file; give a folder")
+    try:
+        program, _, _ = source_program(source, None)
+        _, reader = reader_of(program)
+    except (CompiledProgramError, ValueError) as exc:
+        fail(exc)
+    model = get_lm("local", cache=not no_cache)
+    run_adapters_with(program, model, cache=not no_cache)
+    out.mkdir(parents=True, exist_ok=True)
+    with dspy.context(lm=model, adapter=adapter_for(model)):
+        try:
+            result = fit_reader_yes_no(reader, reads, out)
+        except (FileNotFoundError, ValueError) as exc:
+            fail(exc)
+    typer.echo(json.dumps(result, indent=2))
 
 
 def _train_resumably(chats: list[dict], out: Path, recipe, **options):

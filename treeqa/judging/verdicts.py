@@ -32,13 +32,15 @@ def _spelling(token: str) -> str:
     return token.strip().strip("\"'").lower()
 
 
-def verdict_probability(prediction, field: str) -> float | None:
+def verdict_probability(prediction, field: str, spellings: tuple[str, str] = (_TRUE, _FALSE)) -> float | None:
     """P(`field` is true) from the prediction's token log-probabilities.
 
     The value token is the first true/false token after the field's name in the reply; the
     probability is the mass of its true spellings (True, " true", ...) over true and false
     ones among the token's alternatives. None when the reply carries no log-probabilities or
     the field's value token cannot be found (the caller counts that; it never guesses).
+    `spellings` names the two values (e.g. ("yes", "no") for a yes/no answer), the first's
+    probability returned.
     """
     content = _get(_get(prediction, "logprobs"), "content")
     if not content:
@@ -48,14 +50,14 @@ def verdict_probability(prediction, field: str) -> float | None:
     for step in content:
         token = str(_get(step, "token", ""))
         start = max(text.rfind(m) + len(m) if text.rfind(m) >= 0 else -1 for m in markers)
-        if start >= 0 and not text[start:].strip(" \t\n:\"'") and _spelling(token) in (_TRUE, _FALSE):
-            return _true_share(step)
+        if start >= 0 and not text[start:].strip(" \t\n:\"'") and _spelling(token) in spellings:
+            return _true_share(step, spellings)
         text += token
     return None
 
 
-def _true_share(step) -> float | None:
-    mass = {_TRUE: 0.0, _FALSE: 0.0}
+def _true_share(step, spellings: tuple[str, str]) -> float | None:
+    mass = dict.fromkeys(spellings, 0.0)
     seen = set()
     options = [*(_get(step, "top_logprobs") or []), step]  # the chosen token counts once, if not listed
     for option in options:
@@ -66,5 +68,5 @@ def _true_share(step) -> float | None:
         spelling = _spelling(token)
         if spelling in mass:
             mass[spelling] += math.exp(float(_get(option, "logprob", -math.inf)))
-    total = mass[_TRUE] + mass[_FALSE]
-    return mass[_TRUE] / total if total > 0 else None
+    total = sum(mass.values())
+    return mass[spellings[0]] / total if total > 0 else None

@@ -25,6 +25,7 @@ from dspy.teleprompt.teleprompt import Teleprompter
 import treeqa.lm  # get_lm and the base model's hash are looked up at each call (tests replace them)
 from treeqa.lm.provider import EmbeddedLM
 from treeqa.programs.compiled import attach_adapter
+from treeqa.programs.compiled.yes_no import calibrate_yes_no
 from treeqa.settings import get_settings
 from treeqa.teleprompt.base import CompileContext, Compiler, register
 from treeqa.teleprompt.released_settings import rebuilt_with
@@ -96,11 +97,12 @@ class TrainedReader(Teleprompter):
             evaluations ask it in the adapter's place (`run_adapters_with`).
     """
 
-    def __init__(self, reader: str = "released", out_dir: Path | None = None, reader_model: str | None = None):
+    def __init__(self, reader: str = "released", out_dir: Path | None = None, reader_model: str | None = None,
+                 dataset: str | None = None):
         super().__init__()
         if reader not in READERS[:2]:
             raise ValueError(f"--reader {reader}: the trained-reader compiler takes released or train")
-        self.reader, self.out_dir, self.reader_model = reader, out_dir, reader_model
+        self.reader, self.out_dir, self.reader_model, self.dataset = reader, out_dir, reader_model, dataset
 
     def compile(self, student: dspy.Module, *, trainset=None, **kwargs) -> dspy.Module:
         cls = type(student)
@@ -115,12 +117,18 @@ class TrainedReader(Teleprompter):
         attach_adapter(program, adapter, [cls.reader])  # the compiled file records it wherever it runs
         program.trained_reader_fit = reader_fit(record, how, cls.trained_reading or {}, cls.reader,
                                                 None if embedded else self.reader_model)
+        calibration = record.get("yes_no") or {}
+        fit = (calibration.get("datasets") or {}).get(self.dataset)
+        if fit is not None:  # the reader's yes/no prior, fitted for this dataset on its validation reads
+            calibrate_yes_no(program, [cls.reader], fit["bias"])
+            program.yes_no_fit = {"dataset": self.dataset, "fitted_on": calibration.get("fitted_on"),
+                                  **{k: v for k, v in fit.items() if k != "bias"}}
         program._compiled = True
         return program
 
 
 def _build(c: CompileContext) -> tuple[TrainedReader, dict]:
-    return TrainedReader(c.spec.reader, c.out_dir, c.spec.reader_model), {}
+    return TrainedReader(c.spec.reader, c.out_dir, c.spec.reader_model, c.spec.dataset), {}
 
 
 def _refuses(cls: type, settings: dict[str, Any]) -> str | None:
@@ -143,4 +151,5 @@ def _train_seconds(n_train: int, spec=None) -> float:
 
 register(Compiler("trained-reader", _build, lambda per_q, n, t: 0, fits=lambda cls: cls.trained_reading is not None,
                   unfit="has no reading in rta's prompt for a trained reader (trained_reading)", refuses=_refuses,
-                  train_seconds=_train_seconds, weights=True))
+                  train_seconds=_train_seconds, weights=True,
+                  sets=lambda cls, settings: dict(cls.trained_reading or {})))

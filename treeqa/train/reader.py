@@ -24,6 +24,7 @@ from treeqa.lm.lora import LoraRecipe, native_bf16
 from treeqa.lm.provider import train_adapter
 from treeqa.train.chats import train_and_validation_reads
 from treeqa.train.reads import build_reader_set
+from treeqa.train.yes_no import fit_adapter_yes_no
 
 READ_MIX = {"own": 0.4, "missed": 0.4, "gold": 0.4, "partial": 0.2}
 # the recipe's fields that change what is learned; the dtypes only change how fast (and are
@@ -119,12 +120,14 @@ def build_reads(out: Path, recipe: ReaderRecipe, *, build: Callable[..., dict] |
 def train_reader(out: Path, recipe: ReaderRecipe | None = None, *, budget_s: float | None = None,
                  device: str = "auto", progress: bool = True, build: Callable[..., dict] | None = None,
                  train: Callable[..., tuple[Path, Any]] | None = None,
+                 fit_yes_no: Callable[..., dict[str, Any] | None] | None = None,
                  say: Callable[[str], None] = print) -> dict[str, Any]:
     """Build the reads into `out/reads`, train the adapter in `out/lora` (a rerun resumes its
     checkpoint) and write `out/reader.json`: the recipe, the reads' sha256 and counts, the base
-    model's sha256, the adapter's file and sha256, the curve and the best point, the seconds.
-    `build` and `train` stand in for `build_reader_set` and `train_adapter` (tests). Returns the
-    record."""
+    model's sha256, the adapter's file and sha256, the curve and the best point, the seconds, and
+    the reader's yes/no calibration fitted on the validation reads (`treeqa.train.yes_no`; a
+    rerun resumes it). `build`, `train` and `fit_yes_no` stand in for `build_reader_set`,
+    `train_adapter` and `fit_adapter_yes_no` (tests). Returns the record."""
     recipe = (recipe or ReaderRecipe()).for_this_cpu()
     out = Path(out)
     started = time.perf_counter()
@@ -153,5 +156,7 @@ def train_reader(out: Path, recipe: ReaderRecipe | None = None, *, budget_s: flo
                      if k in summary},
         "seconds_building_reads": round(reads_seconds, 1),
     }
+    say("fitting the reader's yes/no calibration on the validation reads of yes/no questions")
+    record["yes_no"] = (fit_yes_no or fit_adapter_yes_no)(Path(adapter), out / "reads", out, progress=progress)
     (out / "reader.json").write_text(json.dumps(record, indent=2) + "\n")
     return record

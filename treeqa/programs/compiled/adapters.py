@@ -12,6 +12,7 @@ from typing import Any
 import dspy
 
 from treeqa.programs.compiled.file import CompiledFile, CompiledProgramError
+from treeqa.programs.compiled.yes_no import YesNoCalibratedPredict
 
 
 def adapter_lms(program: dspy.Module) -> dict[str, Path]:
@@ -108,6 +109,13 @@ class TrainedPromptPredict(dspy.Predict):
             return await super().aforward(**kwargs)
 
 
+class ServedYesNoCalibratedPredict(TrainedPromptPredict, YesNoCalibratedPredict):
+    """The reader an endpoint serves (asked in its trained prompt), its yes/no calibrated."""
+
+
+TrainedPromptPredict.with_yes_no = ServedYesNoCalibratedPredict  # what calibrate_yes_no turns it into
+
+
 def _trained_prompt() -> dspy.Adapter:
     # late: the LM door (treeqa.lm) is read at call time, where tests and apps replace its engine and base hash
     from treeqa.lm import TrainableJSONAdapter
@@ -129,6 +137,8 @@ def serve_adapters_from(program: dspy.Module, lm, reader_model: str, cache: bool
             predictor.lm = served
             if type(predictor) is dspy.Predict:
                 predictor.__class__ = TrainedPromptPredict
+            elif type(predictor) is YesNoCalibratedPredict:
+                predictor.__class__ = TrainedPromptPredict.with_yes_no
     return names
 
 

@@ -43,6 +43,7 @@ class CompiledFile:
         compile: what the compile recorded (`optimize`'s counts, fitted settings, ...); {} if none.
         adapter: the LoRA adapter's record, unchecked (`treeqa.lm.adapter.AdapterRef`), or None.
         state: the whole JSON state (DSPy's predictors, the section included).
+        yes_no: the reader's yes/no calibration (`treeqa.programs.compiled.yes_no`), or None.
     """
 
     path: Path
@@ -56,6 +57,7 @@ class CompiledFile:
     compile: dict[str, Any]
     adapter: Any
     state: dict[str, Any] = field(repr=False)
+    yes_no: dict[str, Any] | None = None
 
     @classmethod
     def read(cls, path: str | Path) -> CompiledFile:
@@ -71,7 +73,8 @@ class CompiledFile:
                    dataset=recipe.get("dataset"), retriever=recipe.get("retriever") or DEFAULT_RETRIEVER,
                    corpus=recipe.get("corpus"), settings=dict(settings) if isinstance(settings, dict) else None,
                    params=dict(recipe.get("params") or {}), preset=recipe.get("preset"),
-                   compile=dict(recipe.get("compile") or {}), adapter=recipe.get("adapter"), state=state)
+                   compile=dict(recipe.get("compile") or {}), adapter=recipe.get("adapter"), state=state,
+                   yes_no=recipe.get("yes_no"))
 
     @property
     def folder(self) -> Path:

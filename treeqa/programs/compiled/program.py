@@ -5,6 +5,7 @@ loads its sanitised state, so an app needs one line."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from treeqa.programs.compiled.adapters import (
 )
 from treeqa.programs.compiled.file import FORMAT, CompiledFile, CompiledProgramError
 from treeqa.programs.compiled.trusted import trusted_state
+from treeqa.programs.compiled.yes_no import calibrate_yes_no, yes_no_record
 
 
 def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset: str, retriever: str,
@@ -32,6 +34,7 @@ def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset:
         raise CompiledProgramError(f"compiled programs are saved as .json, not {path.suffix or 'no suffix'}")
     path.parent.mkdir(parents=True, exist_ok=True)
     adapter = save_adapter(program, path.parent)
+    yes_no = yes_no_record(program)
     lms = {name: p.lm for name, p in program.named_predictors()}
     try:  # an LM is never part of the file (and the embedded engine cannot be serialised)
         for _, predictor in program.named_predictors():
@@ -45,6 +48,8 @@ def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset:
                        "settings": program.method_settings, "preset": preset, "params": params or {}, **(extra or {})}
     if adapter is not None:
         state["treeqa"]["adapter"] = adapter
+    if yes_no is not None:
+        state["treeqa"]["yes_no"] = yes_no
     path.write_text(json.dumps(state, indent=2, ensure_ascii=False))
     return path
 
@@ -118,4 +123,20 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
                 run_adapters_with(program, configured, cache=configured.cache, reader_model=reader_model)
             except ValueError as exc:
                 raise CompiledProgramError(f"{path}: {exc}") from None
+    return _calibrated(program, compiled.yes_no, path)
+
+
+def _calibrated(program: dspy.Module, record: Any, path: Path) -> dspy.Module:
+    """The program with the file's yes/no calibration (if it has one) on its reader, or a clear
+    error for a record that is not one."""
+    if record is None:
+        return program
+    try:
+        bias = float(record["bias"])
+        if not math.isfinite(bias) or not isinstance(record["predictors"], list):
+            raise ValueError("a finite bias and a list of predictors")
+        calibrate_yes_no(program, record["predictors"], bias)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CompiledProgramError(f"{path}: its yes_no calibration is not usable ({type(exc).__name__}: {exc})") \
+            from None
     return program
