@@ -71,3 +71,32 @@ def test_training_the_embedded_model_unloads_the_engine_first(monkeypatch, tmp_p
     provider.train_adapter([chat], tmp_path, LoraRecipe(rank=2, alpha=4, top_layers=1, accumulate=1),
                            progress=False, device="cpu")
     assert order == ["unload", "load base"]
+
+
+def test_a_lazy_engines_first_call_keeps_its_log_probabilities(monkeypatch, tmp_path):
+    """The model loads inside the first call: whether log-probabilities can be given is decided
+    after it, so the first question of a run (a calibrated yes/no, a judged review) gets them."""
+    from treeqa.judging.verdicts import LOGPROBS
+
+    class Decoding:
+        top_logprobs = None
+
+        class last:  # one step a generated token: (token, logprob, alternatives)
+            logprobs = [(1, -0.1, [(1, -0.1), (2, -2.4)])] + [(0, 0.0, [])] * 4
+
+    class WithDecoding(LoadedLlama):
+        treeqa_decoding = Decoding()
+
+        def __init__(self):
+            super().__init__(reply="[[ ## verdict ## ]]\nTrue\n\n[[ ## completed ## ]]")
+
+        def detokenize(self, tokens):
+            return {0: b"", 1: b"[[ ## verdict ## ]]\nTrue", 2: b"False"}[tokens[0]]
+
+    monkeypatch.setattr(LlamaEngine, "_load", staticmethod(lambda *a, **k: WithDecoding()))
+    monkeypatch.setattr(_engine, "_local_engines", {})
+    engine = _engine.local_engine(adapter=str(tmp_path / "a.gguf"), lazy=True)
+    lm = dspy.LM("local/fake", engine=engine, cache=False, num_retries=0)
+    with dspy.context(lm=lm):
+        pred = dspy.Predict("question -> verdict: bool")(question="q", config=LOGPROBS)
+    assert pred.verdict is True and pred.logprobs["content"][0]["top_logprobs"][1]["token"] == "False"

@@ -250,9 +250,10 @@ class LlamaEngine:
                 kwargs["grammar"] = grammar
             else:
                 kwargs["response_format"] = {"type": "json_object"}
-        wants_logprobs = config.logprobs is not None and not config.temperature and self._decoding is not None
         with self._lock:
             self._ensure_loaded()
+            # after the load: a lazy engine's first call must not lose its log-probabilities
+            wants_logprobs = config.logprobs is not None and not config.temperature and self._decoding is not None
             self._fit_generation_threads()
             self._evaluated = 0
             if wants_logprobs:
