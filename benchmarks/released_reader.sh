@@ -8,6 +8,9 @@
 #            question), into benchmarks/runs/released-reader/val-scores.jsonl, paired with the base
 #            reader's scores of the same reads (benchmarks/runs/lora-recipes/base/val-scores.jsonl)
 #   release  the adapter and its record (with the validation figures) into treeqa/train/released/
+#   yes-no   the released adapter's yes/no calibration (`treeqa train yes-no`) on the validation reads
+#            of yes/no questions, into benchmarks/runs/released-reader/yes-no/, then into the released
+#            record (`yes_no`); the reads are rebuilt in RUN/reads if missing (the same sha256)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -36,6 +39,15 @@ for step in "${steps[@]}"; do
         release)
             "$BIN/python" -c "import json, sys; from treeqa.train.released import release; \
 release('$RUN', trained_from='$COMMIT', validation=json.load(open('$OUT/validation.json')))" ;;
+        yes-no)
+            [ -f "$RUN/reads/reads.jsonl" ] || "$BIN/python" -c "from pathlib import Path; \
+from treeqa.train.reader import ReaderRecipe, build_reads; build_reads(Path('$RUN/reads'), ReaderRecipe())"
+            [ -f "$RUN/compiled-rta-released.json" ] ||
+                "$BIN/treeqa" train attach rta treeqa/train/released/adapter.gguf "$RUN/compiled-rta-released.json" \
+                    --dataset hotpotqa
+            "$BIN/treeqa" train yes-no "$RUN/compiled-rta-released.json" --set "$RUN/reads" --out "$OUT/yes-no" --no-cache
+            "$BIN/python" -c "import json; from treeqa.train.released import add_yes_no; \
+add_yes_no(json.load(open('$OUT/yes-no/yes-no.json')), 'bash benchmarks/released_reader.sh yes-no')" ;;
         *) echo "unknown step: $step" >&2; exit 2 ;;
     esac
 done

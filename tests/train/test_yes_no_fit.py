@@ -77,3 +77,15 @@ def test_the_fit_answers_the_yes_no_validation_reads_and_resumes(tmp_path, monke
     with dspy.context(lm=lm):
         again = fit_reader_yes_no(reader, tmp_path / "reads", tmp_path / "out", progress=False)
     assert again == result and len(engine.calls) == 3  # every read was answered: nothing asked again
+
+
+def test_a_fit_joins_the_released_readers_record_only_for_its_reads(tmp_path):
+    from tests.fakes import write_released
+    from treeqa.train.released import ReleasedReaderError, add_yes_no, released_reader
+
+    folder = write_released(tmp_path / "released")  # its reads' sha256 is "ab" * 32
+    fit = {"datasets": {"d": {"bias": 0.5}}, "reads_sha256": "ab" * 32}
+    add_yes_no(fit, "bash benchmarks/released_reader.sh yes-no", folder)
+    assert released_reader(folder).record["yes_no"] == {**fit, "command": "bash benchmarks/released_reader.sh yes-no"}
+    with pytest.raises(ReleasedReaderError, match="yes/no fit is of reads cdcdcdcdcdcd"):
+        add_yes_no({**fit, "reads_sha256": "cd" * 32}, "x", folder)

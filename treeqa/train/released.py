@@ -93,3 +93,17 @@ def release(trained: Path, folder: Path | None = None, **extra: Any) -> Path:
     (folder / "reader.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     released_reader(folder)  # what was written reads back whole
     return folder
+
+
+def add_yes_no(fit: dict[str, Any], command: str, folder: Path | None = None) -> Path:
+    """Record a yes/no calibration fitted on the released reader (`treeqa train yes-no`) in its
+    record, `yes_no`, with the command that fitted it; the fit must be of the reads the reader was
+    trained on. Returns the record's path."""
+    released = released_reader(folder)
+    if fit.get("reads_sha256") != released.reads_sha256:
+        raise ReleasedReaderError(f"the yes/no fit is of reads {str(fit.get('reads_sha256'))[:12]}…, the released "
+                                  f"reader's are {released.reads_sha256[:12]}…")
+    path = released.adapter.parent / "reader.json"
+    record = dict(released.record, yes_no={**fit, "command": command})
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
