@@ -23,7 +23,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 # the app blocks a test runs with a scripted LM: each loads one of these committed compiled files
 APP_FILES = ("benchmarks/runs/hotpotqa-dev100/tor-path-judge/compiled.json",
-             "benchmarks/runs/hotpotqa-dev-unexamined-skip100-n197/tor-default-compile/compiled.json")
+             "benchmarks/runs/hotpotqa-dev-unexamined-skip100-n197/tor-priced-compile/compiled.json")
 RUN_BY_A_TEST = re.compile(r"treeqa\.load_program\(\s*\"(" + "|".join(map(re.escape, APP_FILES)) + r")\"")
 ON_AN_ENDPOINT = "http://127.0.0.1:8080/v1"  # an app block on an endpoint: run against a local scripted server
 RUN_AS_WRITTEN = "# runs as written in tests/test_docs_blocks.py"  # cheap treeqa commands (no model, no data)
