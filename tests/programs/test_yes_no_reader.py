@@ -8,6 +8,7 @@ import dspy
 import pytest
 
 from tests.fakes.lm import scripted_lm
+from treeqa.evaluation.loop import run_example
 from treeqa.programs import build_program
 from treeqa.programs.compiled import CompiledProgramError, load_program, save_compiled
 from treeqa.programs.compiled.adapters import ServedYesNoCalibratedPredict, TrainedPromptPredict
@@ -81,3 +82,16 @@ def test_a_served_reader_keeps_its_trained_prompt_and_its_calibration():
     calibrate_yes_no(program, ["answer"], -0.5)
     assert isinstance(program.answer, ServedYesNoCalibratedPredict)
     assert isinstance(program.answer, TrainedPromptPredict) and program.answer.yes_no_bias == -0.5
+
+
+def test_an_evaluation_record_keeps_the_decision_and_what_was_written():
+    program = build_program("direct")
+    calibrate_yes_no(program, ["answer"], 1.0)
+    lm, _ = scripted_lm(lambda kind, inputs: {"answer": "no", "_p_yes": 0.4})
+    example = dspy.Example(id="q1", question="Are A and B of the same nationality?",
+                           answers=["yes"]).with_inputs("question")
+    record = run_example(program, example, lm=lm)
+    assert record["prediction"] == "yes" and record["em"] == 1.0
+    assert record["yes_no_calibration"] == [{"written": "no", "p_yes": 0.4, "bias": 1.0, "answer": "yes"}]
+    uncalibrated = run_example(build_program("direct"), example, lm=lm)
+    assert "yes_no_calibration" not in uncalibrated and uncalibrated["prediction"] == "no"

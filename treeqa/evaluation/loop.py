@@ -55,6 +55,19 @@ class ParseCounter(BaseCallback):
             self.failures[name] = self.failures.get(name, 0) + 1
 
 
+class YesNoDecisions(BaseCallback):
+    """The yes/no decisions a calibrated reader made (its written answer, P("yes"), the bias, what it
+    answered), so a record shows whether the calibration moved an answer."""
+
+    def __init__(self):
+        self.decisions: list = []
+
+    def on_module_end(self, call_id, outputs, exception=None):
+        decision = getattr(outputs, "yes_no_calibration", None) if exception is None else None
+        if decision is not None:
+            self.decisions.append(decision)
+
+
 class LmTimeByPredictor(BaseCallback):
     """LM calls and their seconds per predictor, so a run says where its LM time goes.
 
@@ -142,7 +155,8 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     started = time.perf_counter()
     parses = ParseCounter()
     timing = LmTimeByPredictor({id(p): name for name, p in program.named_predictors()})
-    callbacks = [*dspy.settings.get("callbacks", []), parses, timing]
+    yes_no = YesNoDecisions()
+    callbacks = [*dspy.settings.get("callbacks", []), parses, timing, yes_no]
     context = dict(callbacks=callbacks)
     if lm is not None:  # the run's own LM and adapter, over whatever the caller set
         context["lm"] = lm
@@ -174,6 +188,8 @@ def run_example(program: dspy.Module, example: dspy.Example, lm: dspy.LM | None 
     record["failed_calls"] = len(failures)
     if failures:
         record["failures"] = failures
+    if yes_no.decisions:
+        record["yes_no_calibration"] = yes_no.decisions
     if error:
         record["error"] = error
     if keep_tree and prediction is not None and getattr(prediction, "tree", None) is not None:
