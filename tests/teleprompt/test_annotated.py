@@ -180,6 +180,10 @@ def test_train_from_refuses_a_compiler_that_would_search_the_train_questions():
     with pytest.raises(ValueError, match="unknown dataset 'squad'"):
         OptimizeSpec(program="beam", dataset="nq", optimizer="annotated", train_from="squad")
     assert OptimizeSpec(program="beam", dataset="nq", optimizer="path-judge", train_from="hotpotqa").train_from
+    # the beam's default compile (path judge + the trained reader) reads no train question through the
+    # program, so NQ's beam compiles from MuSiQue's annotations with it (the main command on NQ)
+    default = OptimizeSpec(program="beam", dataset="nq", preset="nq", optimizer=None, train_from="musique")
+    assert "trained-reader" in default.optimizer.split("+") and default.train_from == "musique"
 
 
 def test_path_judge_on_a_beam_that_retrieves_nothing_is_refused_before_any_question():

@@ -152,4 +152,7 @@ def _train_seconds(n_train: int, spec=None) -> float:
 register(Compiler("trained-reader", _build, lambda per_q, n, t: 0, fits=lambda cls: cls.trained_reading is not None,
                   unfit="has no reading in rta's prompt for a trained reader (trained_reading)", refuses=_refuses,
                   train_seconds=_train_seconds, weights=True,
+                  # the compile's train questions are never read: the released reader, or one trained on
+                  # every question we may train on, so `--train-from` (NQ's beam from MuSiQue) keeps it
+                  from_annotations=True,
                   sets=lambda cls, settings: dict(cls.trained_reading or {})))
