@@ -88,7 +88,8 @@ def added(doc: dict, runs: list[Path], note: str, pairs: list[str]) -> dict:
     among `runs` or beside them (one sample's runs share a folder), so a table grows a row at a
     time without recording every run again."""
     entries = {entry["run"]: entry for entry in map(_entry, runs)}
-    kept = [entries.pop(entry["run"], entry) for entry in doc.get("runs", [])]
+    # an entry recorded before runs were named (no "run") is kept as it is: nothing can replace it
+    kept = [entries.pop(entry["run"], entry) if "run" in entry else entry for entry in doc.get("runs", [])]
     doc = {**doc, "note": " ".join(filter(None, [doc.get("note", ""), note])), "runs": kept + list(entries.values())}
     if pairs:
         named = {name for pair in pairs for name in pair.split(":")}

@@ -138,3 +138,15 @@ def test_added_runs_keep_the_recorded_ones_and_pair_with_runs_beside_them(tmp_pa
     rerun = script.added(grown, [rta], "", [])
     assert [entry["run"] for entry in rerun["runs"]] == ["rta", "rta-lora"]
     assert rerun["runs"][0]["command"] == "rerun" and rerun["note"] == grown["note"]
+
+
+def test_added_runs_keep_entries_recorded_before_runs_had_names(tmp_path):
+    """The older YAMLs (NQ's, TriviaQA's) hold entries without a `run:` name; `--add` keeps them as
+    they are and appends the new run (it raised KeyError: 'run')."""
+    script = _script()
+    rta = _evaluated(tmp_path, "rta", [0, 1, 0, 0])
+    old = {k: v for k, v in script._entry(rta).items() if k != "run"}
+    beam = _evaluated(tmp_path, "beam", [1, 1, 0, 0])
+    grown = script.added({"note": "Old.", "runs": [old]}, [beam], "", ["beam:rta"])
+    assert grown["runs"][0] == old and grown["runs"][1]["run"] == "beam"
+    assert grown["comparisons"]["beam vs rta"]["em"]["diff"] == 25.0
