@@ -95,3 +95,21 @@ def test_an_evaluation_record_keeps_the_decision_and_what_was_written():
     assert record["yes_no_calibration"] == [{"written": "no", "p_yes": 0.4, "bias": 1.0, "answer": "yes"}]
     uncalibrated = run_example(build_program("direct"), example, lm=lm)
     assert "yes_no_calibration" not in uncalibrated and uncalibrated["prediction"] == "no"
+
+
+class _HandsItsReaderBack(dspy.Module):
+    def __init__(self):
+        super().__init__()
+        self.answer = dspy.Predict("question -> answer")
+
+    def forward(self, question):
+        return self.answer(question=question)  # the reader's own prediction, ending two modules
+
+
+def test_a_decision_handed_back_by_the_program_is_recorded_once():
+    program = _HandsItsReaderBack()
+    calibrate_yes_no(program, ["answer"], 1.0)
+    lm, _ = scripted_lm(lambda kind, inputs: {"answer": "no", "_p_yes": 0.4})
+    example = dspy.Example(id="q1", question="Is A older than B?", answers=["yes"]).with_inputs("question")
+    record = run_example(program, example, lm=lm)
+    assert record["prediction"] == "yes" and len(record["yes_no_calibration"]) == 1

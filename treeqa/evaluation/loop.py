@@ -64,7 +64,8 @@ class YesNoDecisions(BaseCallback):
 
     def on_module_end(self, call_id, outputs, exception=None):
         decision = getattr(outputs, "yes_no_calibration", None) if exception is None else None
-        if decision is not None:
+        # a program that hands its reader's prediction back ends with the same object: counted once
+        if decision is not None and all(d is not decision for d in self.decisions):
             self.decisions.append(decision)
 
 

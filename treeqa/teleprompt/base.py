@@ -52,9 +52,9 @@ class Compiler:
         call_bound: (LM calls per question, train questions, tuning) -> the most LM calls it makes.
         preparer: it prepares a program from annotations or settings; an EM teleprompter may follow.
         needs_annotations: the train questions must carry annotated gold paragraphs.
-        from_annotations: it learns from the annotations alone and never runs the program on the
-            train questions, so those may come from another dataset (`--train-from`), whose
-            paragraphs the evaluation corpus does not hold.
+        from_annotations: it never runs the program on the train questions (it learns from their
+            annotations alone, or, like the trained reader, not from them at all), so those may come
+            from another dataset (`--train-from`), whose paragraphs the evaluation corpus does not hold.
         holds_out: it scores candidates on a held-out part of train (passed as `valset`).
         fits: program class -> whether it can compile that program.
         unfit: why it cannot, as "<program> ..." continues (e.g. "has no path judge").
