@@ -58,6 +58,9 @@ def states_by_name(pred):
 def test_lm_calls_match_the_algorithm(k, d, b, mode):
     pred, engine, retriever = run(BeamScript(), max_queries=k, depth=d, beam_size=b, evidence=mode)
     assert len(engine.calls) == expected_calls(k, d, b, mode)
+    # no early exit here, so the plan's bound is met exactly (beam 0's two seeds both ask, whatever B)
+    settings = {**BeamSearchQA(retriever, evidence=mode).settings, "max_queries": k, "depth": d, "beam_size": b}
+    assert BeamSearchQA.call_bound(settings) == len(engine.calls)
     evidence_kind = {"retrieval": "evidence", "genread": "document", "none": None}[mode]
     seeds = ["answer", "confidence"] + ([evidence_kind, "answer", "confidence"] if evidence_kind else [])
     assert engine.kinds()[: len(seeds)] == seeds
@@ -67,6 +70,34 @@ def test_lm_calls_match_the_algorithm(k, d, b, mode):
         assert len(retriever.asked) == n_states - 1  # every state but the first seed retrieved once
         assert retriever.asked[0] == QUESTION
     assert pred.failures == []
+
+
+@pytest.mark.parametrize("k, d, b", [(2, 2, 2), (1, 3, 1), (2, 0, 2)])
+def test_evidence_written_from_passages_makes_no_summary_call(k, d, b):
+    pred, engine, retriever = run(BeamScript(), max_queries=k, depth=d, beam_size=b, evidence_chars=40)
+    assert "evidence" not in engine.kinds()
+    n_states = len(pred.tree["states"])
+    assert len(engine.calls) == expected_calls(k, d, b, "retrieval") - (n_states - 1)  # one summary a state saved
+    assert len(engine.calls) == BeamSearchQA.call_bound({**BeamSearchQA(retriever, evidence_chars=40).settings,
+                                                         "max_queries": k, "depth": d, "beam_size": b})
+    assert len(retriever.asked) == n_states - 1
+    assert pred.tree["settings"]["evidence_chars"] == 40
+    seed = states_by_name(pred)[QUESTION]
+    shown = [p.as_text(40) for p in retriever.search(QUESTION, 2)]
+    assert seed["evidences"] == [" ".join(shown)]  # the passages themselves, each cut to 40 characters
+    if d:
+        first_ask = engine.of("sub_questions")[0].inputs["history"]
+        assert shown[0] in first_ask or any(shown[0] in c.inputs["history"] for c in engine.of("sub_questions"))
+    assert pred.failures == []
+
+
+def test_evidence_from_passages_keeps_no_summarizer_and_is_refused_without_retrieval():
+    assert "summarize" not in {n for n, _ in BeamSearchQA(FakeRetriever(), evidence_chars=300).named_predictors()}
+    with pytest.raises(ValueError, match="needs evidence='retrieval'"):
+        BeamSearchQA(None, evidence="genread", evidence_chars=300)
+    for bad in (0, True, 2.5):
+        with pytest.raises(ValueError, match="evidence_chars must be None or an integer"):
+            BeamSearchQA(FakeRetriever(), evidence_chars=bad)
 
 
 def test_nq_preset_makes_33_calls_without_early_exit():

@@ -61,6 +61,11 @@ NO_PASSAGES = "(no passages found)"
 READINGS = ("history", "passages")
 
 
+def passages_as_evidence(passages: Iterable[Passage], chars: int) -> str:
+    """Passages written as one evidence with no LM call: each "Title: text" cut to `chars`."""
+    return " ".join(p.as_text(chars) for p in passages)
+
+
 class PassageLog:
     """Every passage a program saw, first-retrieved first, each id once (for recall@k)."""
 
@@ -204,7 +209,14 @@ class BeamSearchQA(JudgedProgram):
         evidence: "retrieval" (retrieve N passages and summarise them), "genread" (the model
             writes a background document for the sub-question) or "none" (the history holds
             sub-questions only, and the evidence-based seed is skipped).
-        passage_chars: each passage is cut to this many characters before summarising.
+        passage_chars: each passage is cut to this many characters before summarising (and
+            where `reading="passages"` reads them).
+        evidence_chars: None (the paper): a sub-question's passages are summarised into its
+            evidence by the LM (SummarizeEvidence). A number: the evidence is the passages
+            themselves, each cut to that many characters, written with no LM call. Under a path
+            judge with `reading="passages"` no summary is ever read but Ask's, and the summaries
+            took about two thirds of the beam's LM seconds (HotpotQA 197: 38 of 57 s a
+            question): this is the beam's cheap search. Retrieval evidence only.
         threads: with more than 1, the Ask calls of one depth, and then the evidence, Answer
             and Score chains of all its new states, go out concurrently (remote endpoints);
             states, ids and the retrieved order are the same as with 1.
@@ -287,14 +299,22 @@ class BeamSearchQA(JudgedProgram):
     @classmethod
     def call_bound(cls, settings) -> int:
         """Seeds (answer + score, and evidence + answer + score with evidence), then per depth
-        up to B states each asking once and filling K new states (evidence + answer + score)."""
-        per_state = 2 if settings["evidence"] == "none" else 3
-        seeds = 2 if settings["evidence"] == "none" else 5
-        return seeds + settings["depth"] * settings["beam_size"] * (1 + settings["max_queries"] * per_state)
+        every state of the beam asking once and filling K new states (evidence + answer + score):
+        the first depth expands every seed (beam 0 is not cut to B), later ones up to B states.
+        Evidence written without the LM (`evidence="none"`, `evidence_chars`) costs no call."""
+        written = settings["evidence"] != "none" and settings.get("evidence_chars") is None
+        per_state, k = 2 + written, settings["max_queries"]
+        seeds = 1 if settings["evidence"] == "none" else 2
+        total, beam = 2 + (seeds - 1) * per_state, seeds
+        for _ in range(settings["depth"]):
+            total += beam * (1 + k * per_state)
+            beam = min(settings["beam_size"], beam * k)
+        return total
 
     def __init__(self, retriever: Retriever | None = None, *, max_queries: int = 2, depth: int = 2,
                  passages: int = 2, threshold: float = 0.8, beam_size: int = 2, evidence: str = "retrieval",
-                 passage_chars: int = 1000, check_seeds: bool = False, path_judge: dict | None = None,
+                 passage_chars: int = 1000, evidence_chars: int | None = None, check_seeds: bool = False,
+                 path_judge: dict | None = None,
                  embed_fn: EmbedFn | None = None, threads: int = 1, pick: Literal["beam", "vote"] = "beam",
                  reading: Literal["history", "passages"] = "history"):
         super().__init__()
@@ -304,6 +324,12 @@ class BeamSearchQA(JudgedProgram):
                                  ("beam_size", beam_size, 1), ("passage_chars", passage_chars, 1)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+        if evidence_chars is not None:
+            if not isinstance(evidence_chars, int) or isinstance(evidence_chars, bool) or evidence_chars < 1:
+                raise ValueError(f"evidence_chars must be None or an integer >= 1; got {evidence_chars!r}")
+            if evidence != "retrieval":
+                raise ValueError("evidence_chars writes retrieved passages as the evidence: it needs "
+                                 "evidence='retrieval'")
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold must lie in [0, 1]; got {threshold!r}")
         check_retriever(retriever, "BeamSearchQA with evidence='retrieval'", needed=evidence == "retrieval")
@@ -315,6 +341,7 @@ class BeamSearchQA(JudgedProgram):
         if pick not in PICKS:
             raise ValueError(f"pick must be one of {', '.join(PICKS)}; got {pick!r}")
         self.passage_chars, self.check_seeds, self.pick = passage_chars, bool(check_seeds), pick
+        self.evidence_chars = evidence_chars
         if reading not in READINGS:
             raise ValueError(f"reading must be one of {', '.join(READINGS)}; got {reading!r}")
         if reading == "passages" and evidence != "retrieval":
@@ -327,7 +354,7 @@ class BeamSearchQA(JudgedProgram):
         if reading == "passages":  # its demos are rta's reads, not histories
             self.annotation_demos = {**type(self).annotation_demos, "answer": "read"}
         self.scorer = budget.predict(Score)  # never `score`: MIPROv2 sets program.score
-        if evidence == "retrieval":
+        if evidence == "retrieval" and evidence_chars is None:
             self.summarize = budget.predict(SummarizeEvidence)
         elif evidence == "genread":
             self.background = budget.predict(GenerateBackground)
@@ -521,8 +548,8 @@ class BeamSearchQA(JudgedProgram):
     def completion_inputs(self, question: str, passages: list[Passage]) -> dict[str, object]:
         """What Ask reads in the state the evidence seed becomes when the question's own search
         found `passages`: the question, and a history of the question with those passages as its
-        evidence (each cut to `passage_chars`, standing in for the summary)."""
-        evidence = " ".join(p.as_text(self.passage_chars) for p in passages)
+        evidence (each cut to `evidence_chars`, else `passage_chars`, standing in for the summary)."""
+        evidence = passages_as_evidence(passages, self.evidence_chars or self.passage_chars)
         return {"question": question, "history": format_history([(question, evidence)]),
                 "max_questions": self.max_queries}
 
@@ -560,7 +587,9 @@ class BeamSearchQA(JudgedProgram):
             passages = self._search(state.failures, sub_question, self.passages, f"state{state.id}.retrieve")
             text = NO_PASSAGES if passages is not None else None
             state.passages = passages = passages or []
-            if passages:
+            if passages and self.evidence_chars is not None:
+                text = passages_as_evidence(passages, self.evidence_chars)
+            elif passages:
                 pred = safe_call(self.summarize, state.failures, f"state{state.id}.summarize", question=question,
                                  passages=format_passages(passages, self.passage_chars))
                 text = pred.evidence.strip() if pred is not None else None
