@@ -57,7 +57,8 @@ def _label(entry: dict) -> str:
         label += f" `{entry['run']}`"
     params = {k: v for k, v in (spec.get("params") or {}).items() if not k.startswith("_")}
     if "path_judge" in params:  # `evaluate --compiled`: the judge's weights are in the YAML, not the table
-        shown = {k: v for k, v in params.items() if k in ("read_top", "fusion", "expansion", "widths")}
+        shown = {k: v for k, v in params.items() if k in ("read_top", "fusion", "expansion", "widths")
+                 or (k == "evidence_chars" and v is not None)}
         return f"{label} compiled (path-judge) {shown}"
     return label + (f" {params}" if params else "")
 

@@ -294,7 +294,8 @@ class BeamSearchQA(JudgedProgram):
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
-        return {"threshold": (0.8, 0.9, 1.0), "beam_size": (2, 3), "passages": (2, 3)}
+        # evidence_chars: the search without its summary calls, the lever a priced search needs
+        return {"threshold": (0.8, 0.9, 1.0), "beam_size": (2, 3), "passages": (2, 3), "evidence_chars": (None, 300)}
 
     @classmethod
     def call_bound(cls, settings) -> int:
