@@ -1,0 +1,96 @@
+"""What the reader of the compiled ToR gets to read, under search settings that cost no LM call.
+
+    python benchmarks/search_reads.py [--variant NAME="k=v;k=v" ...] [--n N] > benchmarks/search_reads.md
+
+Why: with `expansion=linked` and the path judge, ToR's search makes no LM call; only its reader
+does. So a search setting (widths, depth, hops, read_top, max_evidence) can be chosen by what it
+puts in front of the reader, measured without the LM on hundreds of questions: the share of the
+gold paragraphs among the paragraphs read (the first five distinct of the accepted evidence, then
+the best of the rest), and the questions whose gold paragraphs are all read. Each dataset's
+compiled file is the main command's (`benchmarks/runs/*/tor-priced-compile/compiled.json`).
+
+The questions are development questions, none of a claim sample: HotpotQA's 100 reference dev
+questions, 2Wiki train 350-449 of the seeded order (outside the fresh sample 150-349), MuSiQue's
+100 train questions (the path judge of MuSiQue was fitted on their annotations, so its figures
+there flatter every variant alike).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+COMPILED = {"hotpotqa": "hotpotqa-dev-unexamined-skip100-n197", "2wikimultihopqa": "2wikimultihopqa-dev-unexamined-skip50-n100",
+            "musique": "musique-dev-unexamined-skip0-n100"}
+TAKES = {"hotpotqa": ("dev", 0), "2wikimultihopqa": ("train", 350), "musique": ("train", 0)}
+VARIANTS = {"compiled": {}}  # always measured, the others beside it
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """NAME=key=value;key=value, the values read as JSON (a list for widths)."""
+    name, _, rest = text.partition("=")
+    changes = {}
+    for part in filter(None, rest.split(";")):
+        key, _, value = part.partition("=")
+        changes[key] = json.loads(value)
+    return name, changes
+
+
+def read_ids(program, question: str) -> tuple[list[str], float]:
+    """The ids of the paragraphs the reader would read, and the search's seconds."""
+    from treeqa.signatures.fusion import PASSAGES_READ
+
+    start = time.perf_counter()
+    run = program.search_tree(question)
+    pool, _ = program.reading(run)
+    seen: dict[str, None] = {}
+    for piece in pool:
+        for p in piece.passages:
+            seen.setdefault(p.id)
+    return list(seen)[:PASSAGES_READ], time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--variant", action="append", default=[], help="NAME=key=json;key=json")
+    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--datasets", default=",".join(COMPILED))
+    args = parser.parse_args()
+    variants = dict(VARIANTS)
+    variants.update(parse_variant(v) for v in args.variant)
+
+    import dspy
+
+    import treeqa
+    from treeqa.data.loaders import load_examples
+
+    dspy.configure(lm=None)  # a variant that would call the LM fails loudly instead of costing hours
+    print("| dataset | variant | questions | gold read (share) | all gold read | search s a question |")
+    print("|---|---|---|---|---|---|")
+    for dataset in args.datasets.split(","):
+        split, skip = TAKES[dataset]
+        examples = [e for e in load_examples(dataset, split, n=args.n, skip=skip) if e.get("gold_ids")]
+        path = ROOT / "benchmarks/runs" / COMPILED[dataset] / "tor-priced-compile/compiled.json"
+        for name, changes in variants.items():
+            program = treeqa.load_program(path, overrides=changes or None, expect="tor")
+            shares, whole, seconds = [], 0, 0.0
+            for e in examples:
+                ids, s = read_ids(program, e.question)
+                gold = set(e.gold_ids)
+                found = len(gold & set(ids))
+                shares.append(found / len(gold))
+                whole += found == len(gold)
+                seconds += s
+            n = len(examples)
+            print(f"| {dataset} {split} {skip}-{skip + args.n - 1} | {name} {json.dumps(changes) if changes else ''} | "
+                  f"{n} | {100 * sum(shares) / n:.1f} | {100 * whole / n:.1f} | {seconds / n:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
