@@ -26,7 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-COMPILED = {"hotpotqa": "hotpotqa-dev-unexamined-skip100-n197", "2wikimultihopqa": "2wikimultihopqa-dev-unexamined-skip50-n100",
+COMPILED = {"hotpotqa": "hotpotqa-dev-unexamined-skip100-n197",
+            "2wikimultihopqa": "2wikimultihopqa-dev-unexamined-skip50-n100",
             "musique": "musique-dev-unexamined-skip0-n100"}
 TAKES = {"hotpotqa": ("dev", 0), "2wikimultihopqa": ("train", 350), "musique": ("train", 0)}
 VARIANTS = {"compiled": {}}  # always measured, the others beside it
