@@ -80,6 +80,8 @@ def main() -> None:
         path = ROOT / "benchmarks/runs" / COMPILED[dataset] / "tor-priced-compile/compiled.json"
         for name, changes in variants.items():
             program = treeqa.load_program(path, overrides=changes or None, expect="tor")
+            if program.fusion != "passages":  # read_ids counts what the passages reader reads, nothing else
+                raise SystemExit(f"{path}: its reader reads fusion={program.fusion!r}; counted: passages only")
             shares, whole, seconds = [], 0, 0.0
             for e in examples:
                 ids, s = read_ids(program, e.question)
