@@ -72,12 +72,13 @@ def main() -> None:
     from treeqa.data.loaders import load_examples
 
     dspy.configure(lm=None)  # a variant that would call the LM fails loudly instead of costing hours
-    print("| dataset | variant | questions | gold read (share) | all gold read | search s a question |")
-    print("|---|---|---|---|---|---|")
+    print("| dataset | variant | questions | gold read (share) | vs compiled, paired | all gold read | search s a question |")
+    print("|---|---|---|---|---|---|---|")
     for dataset in args.datasets.split(","):
         split, skip = TAKES[dataset]
         examples = [e for e in load_examples(dataset, split, n=args.n, skip=skip) if e.get("gold_ids")]
         path = ROOT / "benchmarks/runs" / COMPILED[dataset] / "tor-priced-compile/compiled.json"
+        compiled_shares = None
         for name, changes in variants.items():
             program = treeqa.load_program(path, overrides=changes or None, expect="tor")
             if program.fusion != "passages":  # read_ids counts what the passages reader reads, nothing else
@@ -91,8 +92,22 @@ def main() -> None:
                 whole += found == len(gold)
                 seconds += s
             n = len(examples)
+            compiled_shares = compiled_shares or shares
             print(f"| {dataset} {split} {skip}-{skip + args.n - 1} | {name} {json.dumps(changes) if changes else ''} | "
-                  f"{n} | {100 * sum(shares) / n:.1f} | {100 * whole / n:.1f} | {seconds / n:.2f} |", flush=True)
+                  f"{n} | {100 * sum(shares) / n:.1f} | {paired(shares, compiled_shares)} | {100 * whole / n:.1f} | "
+                  f"{seconds / n:.2f} |", flush=True)
+
+
+def paired(shares: list[float], compiled: list[float]) -> str:
+    """The difference in gold-read share against the compiled setting on the same questions, with
+    its paired bootstrap interval (points), and the questions it read more and less gold on."""
+    from treeqa.evaluation.stats import paired_comparison
+
+    if shares is compiled:
+        return ""
+    cmp = paired_comparison(shares, compiled)
+    low, high = (100 * c for c in cmp["ci"])
+    return f"{100 * cmp['diff']:+.1f} [{low:+.1f}, {high:+.1f}], {cmp['wins']} more, {cmp['losses']} less"
 
 
 if __name__ == "__main__":
