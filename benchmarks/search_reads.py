@@ -44,9 +44,8 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 
 def read_ids(program, question: str) -> tuple[list[str], float]:
-    """The ids of the paragraphs the reader would read, and the search's seconds."""
-    from treeqa.signatures.fusion import PASSAGES_READ
-
+    """The ids of the paragraphs the reader would read (`passages_read` of them: five, and the
+    root's paragraphs with `read_root`), and the search's seconds."""
     start = time.perf_counter()
     run = program.search_tree(question)
     pool, _ = program.reading(run)
@@ -54,7 +53,7 @@ def read_ids(program, question: str) -> tuple[list[str], float]:
     for piece in pool:
         for p in piece.passages:
             seen.setdefault(p.id)
-    return list(seen)[:PASSAGES_READ], time.perf_counter() - start
+    return list(seen)[:program.passages_read], time.perf_counter() - start
 
 
 def main() -> None:

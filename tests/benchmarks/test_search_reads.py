@@ -35,6 +35,8 @@ class _Piece:
 class _Program:
     """A search whose reading pool is fixed: accepted evidence first, then the rest."""
 
+    passages_read = 5
+
     def __init__(self, pool):
         self.pool = pool
 

@@ -296,6 +296,34 @@ def test_read_top_is_a_setting_with_a_bound():
     assert 5 in TreeOfReviews.settings_space()["read_top"]
 
 
+
+def _accept_below_n1(call):
+    if call.titles == ["N1"]:
+        return review("search", next_query="second hop")
+    return review("accept", analysis="found") if call.titles[0] == "N1" else review("reject")
+
+
+@pytest.mark.parametrize("read_root, read", [
+    (0, ["N1", "N4", "N5", "N6", "N7"]),  # the five of the accepted paths: the root's N2, N3 unread
+    (5, ["N1", "N4", "N5", "N6", "N7", "N2", "N3"]),  # then the root's paragraphs not shown, best first
+    (1, ["N1", "N4", "N5", "N6", "N7", "N2"])])
+def test_read_root_adds_the_questions_own_paragraphs_after_the_first_five(read_root, read):
+    # the root retrieves N1-N3; N1 is searched on and its children N4-N8 each accepted with it
+    program = TreeOfReviews(retriever=tree_retriever(), widths=(3, 5), expansion="direct", fusion="passages",
+                            read_root=read_root)
+    pred, engine = run(program, answering(_accept_below_n1))
+    assert [p.split(":")[0] for p in engine.of("fuse")[0].inputs["passages"]] == read
+    assert pred.tree["stats"]["fused_from"] == ("evidence+root" if read_root else "evidence")
+    assert program.passages_read == 5 + read_root
+
+
+def test_read_root_is_a_setting_for_the_passages_reader_only():
+    with pytest.raises(ValueError, match="read_root must be 0 or more"):
+        TreeOfReviews(retriever=tree_retriever(), fusion="passages", read_root=-1)
+    with pytest.raises(ValueError, match="fusion='evidence' has none"):
+        TreeOfReviews(retriever=tree_retriever(), read_root=5)
+    assert TreeOfReviews(retriever=tree_retriever(), fusion="passages", read_root=5).method_settings["read_root"] == 5
+
 # --- recall@15 ranking -----------------------------------------------------------------------
 
 def test_ranking_puts_evidence_then_relevant_then_the_rest():

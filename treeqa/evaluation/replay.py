@@ -39,7 +39,7 @@ from treeqa.programs.review_run import ReviewNode, ReviewRun
 from treeqa.retrievers.base import Retriever
 
 # settings only the reading uses: a replay may change them; every other setting shapes the search
-READER_SETTINGS = frozenset({"read_top", "max_context_chars", "max_paragraph_chars"})
+READER_SETTINGS = frozenset({"read_top", "read_root", "max_context_chars", "max_paragraph_chars"})
 # per tree shape: the settings only the reading uses (a replay may change them), and the one of them
 # that changes the reader's inputs (its compiled demos and instructions no longer fit: it starts zero-shot)
 READINGS = {"reviews": (READER_SETTINGS | {"fusion"}, "fusion"), "states": (frozenset({"reading"}), "reading")}

@@ -23,7 +23,7 @@ from treeqa.retrievers.encoder import EmbedFn
 from treeqa.retrievers.links import title_links
 from treeqa.signatures import budget
 from treeqa.signatures.answer import clean_answer
-from treeqa.signatures.fusion import FUSION_INPUT, FUSION_SIGNATURES, FUSIONS, Evidence, fusion_context
+from treeqa.signatures.fusion import FUSION_INPUT, FUSION_SIGNATURES, FUSIONS, PASSAGES_READ, Evidence, fusion_context
 from treeqa.signatures.review import (
     CompleteMissingParagraph,
     ParagraphReview,
@@ -265,8 +265,12 @@ class ReviewProgram(JudgedProgram):
         pred = safe_call(self.fuse, run.failures, "fuse", **self.fuse_inputs(run.question, pool))
         return (clean_answer(pred.answer) if pred is not None else ""), source
 
-    @staticmethod
-    def _pieces(run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[list, str]:
+    @property
+    def passages_read(self) -> int:
+        """How many distinct paragraphs the passages reader (`fusion="passages"`) is shown."""
+        return PASSAGES_READ
+
+    def _pieces(self, run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[list, str]:
         """The evidence pieces the reader reads, and where they came from."""
         if run.pool:
             return list(run.pool) + list(extra), "evidence+top" if extra else "evidence"
@@ -275,7 +279,8 @@ class ReviewProgram(JudgedProgram):
     def fuse_inputs(self, question: str, pool: Sequence[Evidence]) -> dict[str, Any]:
         """The fusion reader's inputs for `pool`, as its one call gets them (and a training read
         built from a recorded search: `treeqa.train.tor_reads`)."""
-        context = fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars) if pool else []
+        context = (fusion_context(self.fusion, pool, self.max_context_chars, self.max_paragraph_chars,
+                                  self.passages_read) if pool else [])
         return {"question": question, FUSION_INPUT[self.fusion]: context}
 
     def _prediction(self, run: ReviewRun, answer: str, source: str) -> dspy.Prediction:

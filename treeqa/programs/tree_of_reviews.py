@@ -25,7 +25,7 @@ from treeqa.programs.review_base import ReviewProgram
 from treeqa.programs.review_run import ReviewRun, search_ranking
 from treeqa.retrievers.base import Retriever
 from treeqa.retrievers.encoder import EmbedFn
-from treeqa.signatures.fusion import Evidence
+from treeqa.signatures.fusion import PASSAGES_READ, Evidence
 from treeqa.signatures.review import ReviewOutcome
 
 
@@ -66,6 +66,10 @@ class TreeOfReviews(ReviewProgram):
             ones most likely relevant first (`search_ranking`), after the evidence pool; with
             an empty pool it reads them alone. None: the paper's reader (the pool; with an
             empty pool, the paragraphs judged relevant, else the root's).
+        read_root: with the passages reader, it also reads up to this many paragraphs of the
+            question's own retrieval (the root's children, best first: rta's reads) that are not
+            among the search's first five, after them; a search that strays then still shows what
+            one retrieval had (MuSiQue, where accepted paths fill the five slots). 0: the five only.
         max_context_chars: the fusion reader's budget for evidence (the model has 4096 tokens;
             about 4 characters a token).
         max_paragraph_chars: each paragraph shown to the model is cut to this length.
@@ -134,7 +138,8 @@ class TreeOfReviews(ReviewProgram):
                  depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",
                  relevance_pruning: bool = True, repetitive_pruning: bool = True,
                  max_evidence: int | None = None, hops: int = 1, relevance_threshold: float | None = None,
-                 path_judge: dict | None = None, read_top: int | None = None, max_context_chars: int = 6000,
+                 path_judge: dict | None = None, read_top: int | None = None, read_root: int = 0,
+                 max_context_chars: int = 6000,
                  max_paragraph_chars: int = 800, max_review_chars: int = 4000,
                  max_query_chars: int = 600, embed_fn: EmbedFn | None = None, threads: int = 1):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
@@ -157,6 +162,11 @@ class TreeOfReviews(ReviewProgram):
         if read_top is not None and read_top < 1:
             raise ValueError(f"read_top must be positive or None, got {read_top}")
         self.read_top = read_top
+        if read_root < 0:
+            raise ValueError(f"read_root must be 0 or more, got {read_root}")
+        if read_root and fusion != "passages":
+            raise ValueError(f"read_root adds paragraphs to the passages reader's reads; fusion={fusion!r} has none")
+        self.read_root = read_root
         self.widths = widths[:depth]
         self.depth = depth
         self.relevance_pruning = relevance_pruning
@@ -198,6 +208,26 @@ class TreeOfReviews(ReviewProgram):
         root_children = [by_id[n.id] for n in run.nodes if n.parent == 0 and n.id in by_id]
         relevant = [by_id[i] for i in run.relevant_ids if i in by_id]
         return [Evidence((p,)) for p in relevant or root_children], []
+
+    @property
+    def passages_read(self) -> int:
+        return PASSAGES_READ + self.read_root
+
+    def _pieces(self, run: ReviewRun, fallback: Sequence[Evidence], extra: Sequence[Evidence] = ()) -> tuple[list, str]:
+        """The base reading, then (`read_root`) the root's paragraphs it does not already show."""
+        pool, source = super()._pieces(run, fallback, extra)
+        if not self.read_root:
+            return pool, source
+        shown: dict[str, Passage] = {}
+        for piece in pool:
+            for p in piece.passages:
+                shown.setdefault(p.id, p)
+        first = list(shown.values())[:PASSAGES_READ]
+        taken = {p.id for p in first}
+        by_id = {p.id: p for p in run.retrieved}
+        roots = [by_id[n.id] for n in run.nodes if n.parent == 0 and n.id in by_id and n.id not in taken]
+        added = list({p.id: p for p in roots}.values())[:self.read_root]
+        return [Evidence((p,)) for p in first + added], source + "+root" if added else source
 
     @property
     def expansion_width(self) -> int:

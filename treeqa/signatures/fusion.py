@@ -107,13 +107,14 @@ def format_evidence(evidence: Evidence, max_paragraph_chars: int | None = None) 
 
 
 def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
-                   max_paragraph_chars: int | None = None) -> list[str]:
+                   max_paragraph_chars: int | None = None, passages_read: int = PASSAGES_READ) -> list[str]:
     """What the `fusion` reader is shown: as much of the pool as fits `budget_chars`.
 
     analysis: the analyses (a piece without one shows its paragraphs instead);
     paragraph: the distinct paragraphs of the pool, in pool order;
     evidence: whole pieces (analysis + paragraphs);
-    passages: the first `PASSAGES_READ` distinct paragraphs of the pool, as rta shows its passages.
+    passages: the first `passages_read` distinct paragraphs of the pool (rta's k, `PASSAGES_READ`,
+    unless a program reads more), as rta shows its passages.
     """
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
@@ -126,7 +127,7 @@ def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
         for e in pool:
             for p in e.passages:
                 seen.setdefault(p.id, p)
-        distinct = list(seen.values())[:PASSAGES_READ] if fusion == "passages" else list(seen.values())
+        distinct = list(seen.values())[:passages_read] if fusion == "passages" else list(seen.values())
         items = format_passages(distinct, max_chars=max_paragraph_chars)
     else:
         items = [format_evidence(e, max_paragraph_chars) for e in pool]
