@@ -43,9 +43,10 @@ def parse_variant(text: str) -> tuple[str, dict]:
     return name, changes
 
 
-def read_ids(program, question: str) -> tuple[list[str], float]:
+def read_ids(program, question: str) -> tuple[list[str], set[str], float]:
     """The ids of the paragraphs the reader would read (`passages_read` of them: five, and the
-    root's paragraphs with `read_root`), and the search's seconds."""
+    root's paragraphs with `read_root`), of every paragraph the search retrieved (what a better
+    reading could reach), and the search's seconds."""
     start = time.perf_counter()
     run = program.search_tree(question)
     pool, _ = program.reading(run)
@@ -53,7 +54,7 @@ def read_ids(program, question: str) -> tuple[list[str], float]:
     for piece in pool:
         for p in piece.passages:
             seen.setdefault(p.id)
-    return list(seen)[:program.passages_read], time.perf_counter() - start
+    return list(seen)[:program.passages_read], {p.id for p in run.retrieved}, time.perf_counter() - start
 
 
 def main() -> None:
@@ -71,8 +72,9 @@ def main() -> None:
     from treeqa.data.loaders import load_examples
 
     dspy.configure(lm=None)  # a variant that would call the LM fails loudly instead of costing hours
-    print("| dataset | variant | questions | gold read (share) | vs compiled, paired | all gold read | search s a question |")
-    print("|---|---|---|---|---|---|---|")
+    print("| dataset | variant | questions | gold read (share) | vs compiled, paired | all gold read | all gold retrieved "
+          "| search s a question |")
+    print("|---|---|---|---|---|---|---|---|")
     for dataset in args.datasets.split(","):
         split, skip = TAKES[dataset]
         examples = [e for e in load_examples(dataset, split, n=args.n, skip=skip) if e.get("gold_ids")]
@@ -82,19 +84,20 @@ def main() -> None:
             program = treeqa.load_program(path, overrides=changes or None, expect="tor")
             if program.fusion != "passages":  # read_ids counts what the passages reader reads, nothing else
                 raise SystemExit(f"{path}: its reader reads fusion={program.fusion!r}; counted: passages only")
-            shares, whole, seconds = [], 0, 0.0
+            shares, whole, reachable, seconds = [], 0, 0, 0.0
             for e in examples:
-                ids, s = read_ids(program, e.question)
+                ids, retrieved, s = read_ids(program, e.question)
                 gold = set(e.gold_ids)
                 found = len(gold & set(ids))
                 shares.append(found / len(gold))
                 whole += found == len(gold)
+                reachable += gold <= retrieved
                 seconds += s
             n = len(examples)
             compiled_shares = compiled_shares or shares
             print(f"| {dataset} {split} {skip}-{skip + args.n - 1} | {name} {json.dumps(changes) if changes else ''} | "
                   f"{n} | {100 * sum(shares) / n:.1f} | {paired(shares, compiled_shares)} | {100 * whole / n:.1f} | "
-                  f"{seconds / n:.2f} |", flush=True)
+                  f"{100 * reachable / n:.1f} | {seconds / n:.2f} |", flush=True)
 
 
 def paired(shares: list[float], compiled: list[float]) -> str:

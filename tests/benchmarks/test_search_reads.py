@@ -41,7 +41,7 @@ class _Program:
         self.pool = pool
 
     def search_tree(self, question):
-        return question
+        return type("Run", (), {"retrieved": [p for piece in self.pool for p in piece.passages]})()
 
     def reading(self, run):
         return self.pool, None
@@ -51,8 +51,9 @@ def test_the_reads_are_the_first_five_distinct_paragraphs_of_the_pool(search_rea
     from treeqa.signatures.fusion import PASSAGES_READ
 
     program = _Program([_Piece("a", "b"), _Piece("b", "c"), _Piece("d"), _Piece("e", "f", "g")])
-    ids, seconds = search_reads.read_ids(program, "q")
+    ids, retrieved, seconds = search_reads.read_ids(program, "q")
     assert PASSAGES_READ == 5 and ids == ["a", "b", "c", "d", "e"] and seconds >= 0
+    assert retrieved == set("abcdefg")  # what the search found, read or not
 
 
 def test_a_variant_is_paired_against_the_compiled_setting_on_the_same_questions(search_reads):
