@@ -72,8 +72,8 @@ def main() -> None:
     from treeqa.data.loaders import load_examples
 
     dspy.configure(lm=None)  # a variant that would call the LM fails loudly instead of costing hours
-    print("| dataset | variant | questions | gold read (share) | vs compiled, paired | all gold read | all gold retrieved "
-          "| search s a question |")
+    print("| dataset | variant | questions | gold read (share) | vs compiled, paired | all gold read "
+          "| all gold retrieved | search s a question |")
     print("|---|---|---|---|---|---|---|---|")
     for dataset in args.datasets.split(","):
         split, skip = TAKES[dataset]
