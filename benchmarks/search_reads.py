@@ -47,14 +47,13 @@ def read_ids(program, question: str) -> tuple[list[str], set[str], float]:
     """The ids of the paragraphs the reader would read (`passages_read` of them: five, and the
     root's paragraphs with `read_root`), of every paragraph the search retrieved (what a better
     reading could reach), and the search's seconds."""
+    from treeqa.signatures.fusion import distinct_paragraphs
+
     start = time.perf_counter()
     run = program.search_tree(question)
     pool, _ = program.reading(run)
-    seen: dict[str, None] = {}
-    for piece in pool:
-        for p in piece.passages:
-            seen.setdefault(p.id)
-    return list(seen)[:program.passages_read], {p.id for p in run.retrieved}, time.perf_counter() - start
+    read = [p.id for p in distinct_paragraphs(pool)[:program.passages_read]]
+    return read, {p.id for p in run.retrieved}, time.perf_counter() - start
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from treeqa.programs.review_base import ReviewProgram
 from treeqa.programs.review_run import ReviewRun, search_ranking
 from treeqa.retrievers.base import Retriever
 from treeqa.retrievers.encoder import EmbedFn
-from treeqa.signatures.fusion import PASSAGES_READ, Evidence
+from treeqa.signatures.fusion import PASSAGES_READ, Evidence, distinct_paragraphs
 from treeqa.signatures.review import ReviewOutcome
 
 
@@ -205,9 +205,8 @@ class TreeOfReviews(ReviewProgram):
         by_id: dict[str, Passage] = {}
         for p in run.retrieved:
             by_id.setdefault(p.id, p)
-        root_children = [by_id[n.id] for n in run.nodes if n.parent == 0 and n.id in by_id]
         relevant = [by_id[i] for i in run.relevant_ids if i in by_id]
-        return [Evidence((p,)) for p in relevant or root_children], []
+        return [Evidence((p,)) for p in relevant or _root_paragraphs(run, by_id)], []
 
     @property
     def passages_read(self) -> int:
@@ -218,15 +217,9 @@ class TreeOfReviews(ReviewProgram):
         pool, source = super()._pieces(run, fallback, extra)
         if not self.read_root:
             return pool, source
-        shown: dict[str, Passage] = {}
-        for piece in pool:
-            for p in piece.passages:
-                shown.setdefault(p.id, p)
-        first = list(shown.values())[:PASSAGES_READ]
+        first = distinct_paragraphs(pool)[:PASSAGES_READ]
         taken = {p.id for p in first}
-        by_id = {p.id: p for p in run.retrieved}
-        roots = [by_id[n.id] for n in run.nodes if n.parent == 0 and n.id in by_id and n.id not in taken]
-        added = list({p.id: p for p in roots}.values())[:self.read_root]
+        added = [p for p in _root_paragraphs(run) if p.id not in taken][:self.read_root]
         return [Evidence((p,)) for p in first + added], source + "+root" if added else source
 
     @property
@@ -290,3 +283,12 @@ class TreeOfReviews(ReviewProgram):
         run.done_with(node, [passage])
         if node.expanded:
             self._expand(run, node.node, here, node.query, depth + 1)
+
+
+def _root_paragraphs(run: ReviewRun, by_id: dict[str, Passage] | None = None) -> list[Passage]:
+    """The question's own retrieval (the root's children), in its ranking: what rta reads."""
+    if by_id is None:
+        by_id = {}
+        for p in run.retrieved:
+            by_id.setdefault(p.id, p)
+    return list({n.id: by_id[n.id] for n in run.nodes if n.parent == 0 and n.id in by_id}.values())

@@ -106,6 +106,15 @@ def format_evidence(evidence: Evidence, max_paragraph_chars: int | None = None) 
     return f"Analysis: {evidence.analysis or '(none)'}\nParagraphs:\n{paragraphs}"
 
 
+def distinct_paragraphs(pool: Sequence[Evidence]) -> list[Passage]:
+    """The pool's paragraphs in pool order, each once (a paragraph on two accepted paths is read once)."""
+    seen: dict[str, Passage] = {}
+    for e in pool:
+        for p in e.passages:
+            seen.setdefault(p.id, p)
+    return list(seen.values())
+
+
 def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
                    max_paragraph_chars: int | None = None, passages_read: int = PASSAGES_READ) -> list[str]:
     """What the `fusion` reader is shown: as much of the pool as fits `budget_chars`.
@@ -123,11 +132,8 @@ def fusion_context(fusion: str, pool: Sequence[Evidence], budget_chars: int,
     if fusion == "analysis":
         items = [e.analysis or " ".join(format_passages(e.passages, max_chars=max_paragraph_chars)) for e in pool]
     elif fusion in ("paragraph", "passages"):
-        seen: dict[str, Passage] = {}
-        for e in pool:
-            for p in e.passages:
-                seen.setdefault(p.id, p)
-        distinct = list(seen.values())[:passages_read] if fusion == "passages" else list(seen.values())
+        distinct = distinct_paragraphs(pool)
+        distinct = distinct[:passages_read] if fusion == "passages" else distinct
         items = format_passages(distinct, max_chars=max_paragraph_chars)
     else:
         items = [format_evidence(e, max_paragraph_chars) for e in pool]
