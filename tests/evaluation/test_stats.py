@@ -1,5 +1,7 @@
 """Intervals and paired tests, checked against values computed by hand."""
 
+import math
+
 import pytest
 
 from treeqa.evaluation.stats import (
@@ -9,7 +11,9 @@ from treeqa.evaluation.stats import (
     describe,
     mcnemar_exact,
     paired_comparison,
+    questions_needed,
     run_intervals,
+    smallest_shown,
     verdict,
 )
 from treeqa.evaluation.tables import comparison_table
@@ -148,3 +152,56 @@ def test_mcnemar_is_the_exact_binomial_test():
         n = wins + losses
         by_hand = min(1.0, 2 * sum(comb(n, i) for i in range(min(wins, losses) + 1)) / 2**n)
         assert abs(mcnemar_exact(wins, losses) - by_hand) < 1e-12
+
+
+def _paired_sample(wins: int, losses: int, n: int) -> tuple[list[float], list[float]]:
+    """EM of A and B on n questions: A alone right on `wins`, B alone on `losses`, both wrong on the rest."""
+    a = [1.0] * wins + [0.0] * losses + [0.0] * (n - wins - losses)
+    b = [0.0] * wins + [1.0] * losses + [0.0] * (n - wins - losses)
+    return a, b
+
+
+def test_questions_needed_is_the_paired_normal_plan_and_the_bootstrap_agrees():
+    # HotpotQA 197's linked compile against rta: 34 won, 20 lost (+7.1 [0.0, +14.7])
+    diff, spread = 14 / 197, 54 / 197 - (14 / 197) ** 2
+    planned = questions_needed(34, 20, 197)
+    assert planned == math.ceil(spread * ((1.959964 + 0.841621) / diff) ** 2) == 419
+    # the same shares won and lost on the planned number of questions: the interval clears 0 with room
+    wins, losses = round(34 / 197 * planned), round(20 / 197 * planned)
+    low = paired_comparison(*_paired_sample(wins, losses, planned))["ci"][0]
+    assert low > 0.01  # about (1 - 1.96 / 2.80) of the difference
+    # on a quarter of them it does not
+    assert paired_comparison(*_paired_sample(wins // 4, losses // 4, planned // 4))["ci"][0] < 0
+    assert questions_needed(34, 20, 197, power=0.5) < planned  # a coin's chance needs fewer
+    assert questions_needed(5, 5, 100) is None  # nothing to plan for
+    assert questions_needed(3, 0, 3) == 1  # won everywhere: the sign test, not this plan, says it is few
+    for bad in [(5, 6, 10), (-1, 0, 10), (1, 0, 0)]:
+        with pytest.raises(ValueError, match="wins"):
+            questions_needed(*bad)
+    with pytest.raises(ValueError, match="power"):
+        questions_needed(3, 1, 10, power=1.0)
+
+
+def test_smallest_shown_is_where_the_interval_meets_zero():
+    z = 1.959964
+    for wins, losses, n in [(34, 20, 197), (21, 17, 100), (5, 2, 100)]:
+        shown = smallest_shown(wins, losses, n) / 100
+        share = (wins + losses) / n
+        assert abs(z * math.sqrt((share - shown ** 2) / n) - shown) < 1e-6
+    # HotpotQA 197 at its measured shares shows about +7.3 and no less: +7.1 sits just under it
+    assert 7.1 < smallest_shown(34, 20, 197) < 7.6
+    assert smallest_shown(0, 0, 100) == 0.0
+    with pytest.raises(ValueError, match="wins"):
+        smallest_shown(60, 50, 100)
+
+
+def test_compare_records_plans_the_questions_for_em_only():
+    a = [{"id": f"q{i}", "em": 1.0 if i < 6 else 0.0, "f1": 0.5} for i in range(20)]
+    b = [{"id": f"q{i}", "em": 1.0 if 4 <= i < 8 else 0.0, "f1": 0.5} for i in range(20)]
+    cmp = compare_records(a, b)
+    assert (cmp["em"]["wins"], cmp["em"]["losses"]) == (4, 2)
+    assert cmp["em"]["questions_needed"] == questions_needed(4, 2, 20)
+    assert "questions_needed" not in cmp["f1"]
+    assert f"| {questions_needed(4, 2, 20)} |" in comparison_table({"a vs b": cmp}).splitlines()[-1]
+    recorded_before = {"a vs b": dict(cmp, em={k: v for k, v in cmp["em"].items() if k != "questions_needed"})}
+    assert comparison_table(recorded_before) == comparison_table({"a vs b": cmp})  # from the counts

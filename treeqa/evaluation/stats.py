@@ -11,6 +11,7 @@ exclude 0 (over one question it always does), the sign test cannot.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,6 +57,41 @@ def mcnemar_exact(wins: int, losses: int) -> float:
     if wins + losses == 0:
         return 1.0
     return float(stats.binomtest(min(wins, losses), wins + losses, 0.5).pvalue)
+
+
+def questions_needed(wins: int, losses: int, n: int, power: float = 0.8, level: float = LEVEL) -> int | None:
+    """How many questions a paired EM comparison needs for a difference the size measured, with the
+    same share of questions won and lost, to have its interval above 0 with the chance `power`.
+    None where nothing was won or lost on balance: there is no difference to plan for. Why: on 100
+    questions an interval is about 10 points wide, so a target of "+8 with the interval above 0" is
+    a sample size as much as a program; this says which of the two a comparison lacks."""
+    if n < 1 or wins < 0 or losses < 0 or wins + losses > n:
+        raise ValueError(f"need 0 <= wins + losses <= n and n >= 1, got {wins} won, {losses} lost of {n}")
+    return questions_for((wins - losses) / n, (wins + losses) / n, power, level)
+
+
+def questions_for(diff: float, discordant: float, power: float = 0.8, level: float = LEVEL) -> int | None:
+    """`questions_needed` for a difference `diff` (a fraction: 0.08 is +8 EM) where the share
+    `discordant` of the questions is won or lost (the normal approximation of the paired mean,
+    each question scoring +1, -1 or 0); None for no difference."""
+    if not 0 < power < 1:
+        raise ValueError(f"power is a probability, got {power}")
+    if not abs(diff) <= discordant <= 1:
+        raise ValueError(f"a difference of {diff} needs at least that share of questions won or lost, got {discordant}")
+    if diff == 0:
+        return None
+    spread = discordant - diff * diff  # the variance of one question's difference
+    z = stats.norm.ppf(1 - (1 - level) / 2) + stats.norm.ppf(power)
+    return max(1, math.ceil(spread * (z / diff) ** 2))
+
+
+def smallest_shown(wins: int, losses: int, n: int, level: float = LEVEL) -> float:
+    """The smallest EM difference (points) whose interval would just clear 0 on these `n` questions
+    at the share of them won or lost here (the normal approximation): what the sample can show."""
+    if n < 1 or wins < 0 or losses < 0 or wins + losses > n:
+        raise ValueError(f"need 0 <= wins + losses <= n and n >= 1, got {wins} won, {losses} lost of {n}")
+    z = stats.norm.ppf(1 - (1 - level) / 2)
+    return 100 * z * math.sqrt((wins + losses) / n / (n + z * z))
 
 
 def verdict(ci: tuple[float, float]) -> str:
@@ -125,6 +161,7 @@ def compare_records(a: Sequence[dict], b: Sequence[dict], keys: Sequence[str] = 
                  "wins": cmp["wins"], "losses": cmp["losses"], "ties": cmp["ties"], "verdict": cmp["verdict"]}
         if key == "em":
             entry["p_mcnemar"] = round(cmp["p_mcnemar"], 4)
+            entry["questions_needed"] = questions_needed(cmp["wins"], cmp["losses"], cmp["n"])
         out[key] = entry
     recall = f"recall@{RECALL_K}"
     if recall in keys:

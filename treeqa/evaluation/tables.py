@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from treeqa.evaluation.stats import questions_needed
+
 
 def _with_ci(summary: dict[str, Any], key: str) -> str:
     value = summary.get(key, "–")
@@ -42,19 +44,29 @@ def seconds_table(rows: dict[str, dict[str, Any]]) -> str:
 
 
 def comparison_table(comparisons: dict[str, dict[str, Any]]) -> str:
-    """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table."""
-    lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict | F1 diff [95% CI] "
+    """Paired comparisons (label "A vs B" -> `stats.compare_records`) as a Markdown table; beside
+    each EM verdict, the questions a difference of that size needs (`stats.questions_needed`)."""
+    lines = ["| comparison | n | EM diff [95% CI] | won / lost / tied | McNemar p | EM verdict "
+             "| questions for this EM diff (80% power) | F1 diff [95% CI] "
              "| F1 verdict | EM A / B where both saw all gold (n) [95% CI of A - B], p: verdict "
              "| EM A / B where only A saw all gold (n) [95% CI], p: verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, c in comparisons.items():
         em, f1 = c["em"], c.get("f1")
         f1_cells = (f"{f1['diff']:+.2f} [{f1['ci'][0]:+.2f}, {f1['ci'][1]:+.2f}] | {f1['verdict']}" if f1 else "– | –")
         groups = [_group_cell(c.get(name)) for name in ("em_given_all_gold", "em_where_only_a_saw_all_gold")]
         lines.append(f"| {label} | {c['n']} | {em['diff']:+.2f} [{em['ci'][0]:+.2f}, {em['ci'][1]:+.2f}] | "
                      f"{em['wins']} / {em['losses']} / {em['ties']} | {em['p_mcnemar']:.3g} | {em['verdict']} | "
-                     f"{f1_cells} | {' | '.join(groups)} |")
+                     f"{_questions_needed(em) or '–'} | {f1_cells} | {' | '.join(groups)} |")
     return "\n".join(lines)
+
+
+def _questions_needed(em: dict) -> int | None:
+    """The questions an EM difference of this size needs: recorded, or (comparisons recorded before
+    it was) from the counts won, lost and tied."""
+    if "questions_needed" in em:
+        return em["questions_needed"]
+    return questions_needed(em["wins"], em["losses"], em["wins"] + em["losses"] + em["ties"])
 
 
 def _group_cell(group: dict | None) -> str:
