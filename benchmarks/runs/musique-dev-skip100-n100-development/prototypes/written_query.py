@@ -14,7 +14,17 @@ COMPILED = {"musique": "musique-dev-unexamined-skip0-n100", "hotpotqa": "hotpotq
 treeqa.configure("local")
 ex = [e for e in load_examples(dataset, split, n=n, skip=skip) if e.get("gold_ids")]
 prog = treeqa.load_program(ROOT / "benchmarks/runs" / COMPILED[dataset] / "tor-priced-compile/compiled.json", expect="tor")
-writer = dspy.Predict(NextSearchQuery)
+class BridgeEntity(dspy.Signature):
+    """Read the paragraphs and name the one person, place, work or thing in them that the question
+    asks about next: the entity whose own facts answer the rest of the question."""
+
+    question: str = dspy.InputField()
+    notes: list[str] = dspy.InputField(desc="paragraphs found so far")
+    query: str = dspy.OutputField(desc="the entity's name, a few words")
+
+
+BRIDGE = len(sys.argv) > 6 and sys.argv[6] == "bridge"  # the entity, then the question, as the query
+writer = dspy.Predict(BridgeEntity if BRIDGE else NextSearchQuery)
 orig_next, orig_below = rb.ReviewProgram._next_query, rb.ReviewProgram.search_below
 def next_query(self, run, passages, outcome, where):
     if run.stats.get("written", 0) < K:
@@ -23,6 +33,8 @@ def next_query(self, run, passages, outcome, where):
             q = writer(question=run.question, notes=[f"{p.title}: {p.text[:600]}" for p in passages]).query.strip()
         except Exception as exc:
             print("fail", exc); q = ""
+        if q and BRIDGE:
+            q = f"{q} {run.question}"
         if q:
             run.__dict__.setdefault("_written", set()).add(q)
             return q
