@@ -65,8 +65,7 @@ def questions_needed(wins: int, losses: int, n: int, power: float = 0.8, level: 
     None where nothing was won or lost on balance: there is no difference to plan for. Why: on 100
     questions an interval is about 10 points wide, so a target of "+8 with the interval above 0" is
     a sample size as much as a program; this says which of the two a comparison lacks."""
-    if n < 1 or wins < 0 or losses < 0 or wins + losses > n:
-        raise ValueError(f"need 0 <= wins + losses <= n and n >= 1, got {wins} won, {losses} lost of {n}")
+    _check_counts(wins, losses, n)
     return questions_for((wins - losses) / n, (wins + losses) / n, power, level)
 
 
@@ -85,11 +84,15 @@ def questions_for(diff: float, discordant: float, power: float = 0.8, level: flo
     return max(1, math.ceil(spread * (z / diff) ** 2))
 
 
+def _check_counts(wins: int, losses: int, n: int) -> None:
+    if n < 1 or wins < 0 or losses < 0 or wins + losses > n:
+        raise ValueError(f"need 0 <= wins + losses <= n and n >= 1, got {wins} won, {losses} lost of {n}")
+
+
 def smallest_shown(wins: int, losses: int, n: int, level: float = LEVEL) -> float:
     """The smallest EM difference (points) whose interval would just clear 0 on these `n` questions
     at the share of them won or lost here (the normal approximation): what the sample can show."""
-    if n < 1 or wins < 0 or losses < 0 or wins + losses > n:
-        raise ValueError(f"need 0 <= wins + losses <= n and n >= 1, got {wins} won, {losses} lost of {n}")
+    _check_counts(wins, losses, n)
     z = stats.norm.ppf(1 - (1 - level) / 2)
     return 100 * z * math.sqrt((wins + losses) / n / (n + z * z))
 
