@@ -6,7 +6,7 @@ from treeqa.data.loaders import load_examples
 from treeqa.data.passage import passage_id
 from search_reads import read_ids, ROOT
 dspy.configure(lm=None)
-split, skip = sys.argv[1], int(sys.argv[2]); changes = eval(sys.argv[3]) if len(sys.argv) > 3 else None
+split, skip = sys.argv[1], int(sys.argv[2]); changes = __import__('json').loads(sys.argv[3]) if len(sys.argv) > 3 else None
 ex = [e for e in load_examples("musique", split, n=100, skip=skip) if e.get("gold_ids")]
 prog = treeqa.load_program(ROOT / "benchmarks/runs/musique-dev-unexamined-skip0-n100/tor-priced-compile/compiled.json", overrides=changes, expect="tor")
 ret = collections.Counter(); rd = collections.Counter(); tot = collections.Counter(); first_missing = collections.Counter()

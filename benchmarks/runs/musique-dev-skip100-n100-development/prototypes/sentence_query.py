@@ -7,7 +7,7 @@ from treeqa.data.loaders import load_examples
 from search_reads import read_ids, ROOT
 dspy.configure(lm=None)
 split, skip, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-changes = eval(sys.argv[4]) if len(sys.argv) > 4 else None
+changes = __import__('json').loads(sys.argv[4]) if len(sys.argv) > 4 else None
 ex = [e for e in load_examples("musique", split, n=100, skip=skip) if e.get("gold_ids")]
 prog = treeqa.load_program(ROOT / "benchmarks/runs/musique-dev-unexamined-skip0-n100/tor-priced-compile/compiled.json", overrides=changes, expect="tor")
 embed = prog.judge_embed_fn()
