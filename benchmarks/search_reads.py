@@ -60,7 +60,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", action="append", default=[], help="NAME=key=json;key=json")
     parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--skip", type=int, default=None, help="start elsewhere than TAKES' questions")
     parser.add_argument("--datasets", default=",".join(COMPILED))
+    parser.add_argument("--lm", default=None, help="an LM for variants whose search calls one "
+                        "(expansion=bridge names an entity): e.g. local; none by default")
     args = parser.parse_args()
     variants = dict(VARIANTS)
     variants.update(parse_variant(v) for v in args.variant)
@@ -70,12 +73,16 @@ def main() -> None:
     import treeqa
     from treeqa.data.loaders import load_examples
 
-    dspy.configure(lm=None)  # a variant that would call the LM fails loudly instead of costing hours
+    if args.lm:
+        treeqa.configure(args.lm)
+    else:
+        dspy.configure(lm=None)  # a variant that would call the LM fails loudly instead of costing hours
     print("| dataset | variant | questions | gold read (share) | vs compiled, paired | all gold read "
-          "| all gold retrieved | search s a question |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| all gold retrieved | search s a question | paragraphs read | of them gold |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for dataset in args.datasets.split(","):
         split, skip = TAKES[dataset]
+        skip = skip if args.skip is None else args.skip
         examples = [e for e in load_examples(dataset, split, n=args.n, skip=skip) if e.get("gold_ids")]
         path = ROOT / "benchmarks/runs" / COMPILED[dataset] / "tor-priced-compile/compiled.json"
         compiled_shares = None
@@ -83,7 +90,7 @@ def main() -> None:
             program = treeqa.load_program(path, overrides=changes or None, expect="tor")
             if program.fusion != "passages":  # read_ids counts what the passages reader reads, nothing else
                 raise SystemExit(f"{path}: its reader reads fusion={program.fusion!r}; counted: passages only")
-            shares, whole, reachable, seconds = [], 0, 0, 0.0
+            shares, whole, reachable, seconds, read, read_gold = [], 0, 0, 0.0, 0, 0
             for e in examples:
                 ids, retrieved, s = read_ids(program, e.question)
                 gold = set(e.gold_ids)
@@ -92,11 +99,14 @@ def main() -> None:
                 whole += found == len(gold)
                 reachable += gold <= retrieved
                 seconds += s
+                read += len(ids)
+                read_gold += found
             n = len(examples)
             compiled_shares = compiled_shares or shares
             print(f"| {dataset} {split} {skip}-{skip + args.n - 1} | {name} {json.dumps(changes) if changes else ''} | "
                   f"{n} | {100 * sum(shares) / n:.1f} | {paired(shares, compiled_shares)} | {100 * whole / n:.1f} | "
-                  f"{100 * reachable / n:.1f} | {seconds / n:.2f} |", flush=True)
+                  f"{100 * reachable / n:.1f} | {seconds / n:.2f} | {read / n:.1f} | "
+                  f"{100 * read_gold / max(read, 1):.1f}% |", flush=True)
 
 
 def paired(shares: list[float], compiled: list[float]) -> str:

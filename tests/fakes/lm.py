@@ -68,10 +68,13 @@ def first_output_field(messages: list[dict]) -> str:
 
 
 def review_kind(messages: list[dict]) -> str:
-    """"review", "complete" (MPC) or "fuse" for the Tree/Chain of Reviews signatures."""
+    """"review", "complete" (MPC), "bridge" (naming the bridge entity) or "fuse" for the
+    Tree/Chain of Reviews signatures."""
     system = messages[0]["content"]
     if "`missing_paragraph`" in system:
         return "complete"
+    if "`entity`" in system:
+        return "bridge"
     if "`relevant`" in system:
         return "review"
     if "`answer`" in system:

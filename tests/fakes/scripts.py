@@ -31,14 +31,19 @@ def review(action: str, next_query: str = "", analysis: str = "", reasoning: str
 
 
 def answering(review_fn: Callable[[Call], dict | str], answer: str = "42",
-              missing: Callable[[Call], str] | None = None) -> Callable[[Call], dict | str]:
-    """A full script: reviews by `review_fn`, MPC paragraphs by `missing`, fusion answers `answer`."""
+              missing: Callable[[Call], str] | None = None,
+              bridge: Callable[[Call], object] | None = None) -> Callable[[Call], dict | str]:
+    """A full script: reviews by `review_fn`, MPC paragraphs by `missing`, bridge entities by
+    `bridge` (a name, or an exception to raise), fusion answers `answer`."""
 
     def script(call: Call):
         if call.kind == "review":
             return review_fn(call)
         if call.kind == "complete":
             return {"missing_paragraph": missing(call) if missing else f"missing after {call.titles[-1]}"}
+        if call.kind == "bridge":
+            name = bridge(call) if bridge else f"entity of {call.titles[-1]}"
+            return name if isinstance(name, BaseException) else {"entity": name}
         return {"answer": answer}
 
     return script

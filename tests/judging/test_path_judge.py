@@ -172,6 +172,36 @@ def test_with_linked_expansion_the_paragraphs_a_path_names_come_first_and_cost_n
     assert pred.stats["linked"] == 1 and pred.answer == "Gamma"
 
 
+
+def test_with_bridge_expansion_the_named_entity_is_searched_and_a_title_link_keeps_the_last_place():
+    named = f"Beta Smith {QUESTION}"
+    program, retriever = _tree(expansion="bridge", fusion="passages")
+    retriever.fixed[named] = [NOISE[2], NOISE[0], NOISE[1], ALPHA]  # the name's search misses Beta
+    retriever.passages = [ALPHA, BETA, *NOISE]
+    script = answering(lambda call: review("search"), answer="Gamma", bridge=lambda call: "Beta Smith.")
+    pred, engine = run(program, script, question=QUESTION)
+    assert [c.kind for c in engine.calls] == ["bridge", "fuse"]  # one naming, for Alpha's search
+    assert engine.calls[0].titles == ["Alpha (novel)"]
+    assert retriever.asked[1] == named  # the name (cleaned) first, then the question
+    below = [n["title"] for n in pred.tree["nodes"] if n.get("parent") == 1]
+    assert below == ["Noise 3", "Noise 1", "Beta Smith"]  # the name's hits, then the link in the last place
+    assert _actions(pred)["Beta Smith"] == "accept" and pred.answer == "Gamma"
+    assert pred.stats["bridges"] == 1 and pred.stats["linked"] == 1 and pred.stats["bridge_failures"] == 0
+    alpha = next(n for n in pred.tree["nodes"] if n.get("title") == "Alpha (novel)")
+    assert alpha["query"] == named
+
+
+def test_a_bridge_naming_that_fails_or_names_nothing_searches_as_linked_does_and_is_counted():
+    concat = f"{QUESTION} Alpha (novel): Alpha is a novel written by Beta Smith."
+    for reply in (RuntimeError("engine down"), "none"):
+        program, retriever = _tree(expansion="bridge", query_for_beta=concat, fusion="passages")
+        retriever.passages = [ALPHA, BETA, *NOISE]
+        pred, engine = run(program, answering(lambda call: review("search"), answer="Gamma",
+                                              bridge=lambda call, r=reply: r), question=QUESTION)
+        assert retriever.asked[1] == concat and _actions(pred)["Beta Smith"] == "accept"
+        assert pred.stats["bridges"] == 1 and pred.stats["bridge_failures"] == 1 and pred.answer == "Gamma"
+        assert any(f["where"] == "expand@node1:bridge" for f in pred.failures) == isinstance(reply, Exception)
+
 def test_without_passages_to_link_the_search_keeps_its_own_hits_and_says_so():
     query = f"{QUESTION} Alpha (novel): Alpha is a novel written by Beta Smith."
     program, retriever = _tree(expansion="linked", query_for_beta=query, fusion="passages")

@@ -554,3 +554,40 @@ def test_a_threshold_without_probabilities_falls_back_to_the_verdict_and_counts_
     assert [n["action"] for n in pred.tree["nodes"][1:]] == ["search", "search"]  # relevant, as written
     with pytest.raises(ValueError, match="relevance_threshold"):
         TreeOfReviews(retriever=tree_retriever(), relevance_threshold=1.5)
+
+
+# --- bridge expansion: a short call names the entity the second hop is about -------------------
+
+def test_bridge_names_an_entity_for_the_first_expansions_only_and_stays_in_its_call_bound():
+    from treeqa.optimize import max_calls_per_question
+
+    retriever = tree_retriever()
+    program = TreeOfReviews(retriever=retriever, widths=(3, 2), expansion="bridge", bridge_calls=2)
+    pred, engine = run(program, answering(lambda call: review("search"), bridge=lambda call: "Ada Lovelace"))
+    assert len(engine.of("bridge")) == 2 and pred.stats["bridges"] == 2  # three nodes expand, two name
+    named = [q for q in retriever.asked if q.startswith("Ada Lovelace ")]
+    assert named == [f"Ada Lovelace {Q}"] * 2
+    assert sum(q.startswith(f"{Q} N") for q in retriever.asked) == 1  # the third searches as linked does
+    assert len(engine.calls) <= max_calls_per_question(program) == TreeOfReviews.call_bound(program.settings)
+    # nine reviews, namings at most one per expandable node (three), the reader
+    assert TreeOfReviews.call_bound({**program.settings, "bridge_calls": 9}) == 9 + 3 + 1
+
+
+def test_bridge_settings_are_checked_and_refused_where_they_mean_nothing(tmp_path):
+    from tests.fakes import FakeRetriever
+    from treeqa.programs.chain_of_reviews import ChainOfReviews
+    from treeqa.programs.compiled import load_program, save_compiled
+
+    with pytest.raises(ValueError, match="bridge_calls must be positive"):
+        TreeOfReviews(retriever=tree_retriever(), expansion="bridge", bridge_calls=0)
+    with pytest.raises(ValueError, match="Tree of Reviews'"):
+        ChainOfReviews(retriever=tree_retriever(), expansion="bridge")
+    assert "name_bridge" in TreeOfReviews.no_query_writer({"expansion": "bridge", "widths": (5, 3), "depth": None})
+    # a linked file run with expansion=bridge: the naming predictor starts zero-shot, the rest is the file's
+    linked = TreeOfReviews(retriever=tree_retriever(), expansion="linked", widths=(2, 2))
+    linked.fuse.signature = linked.fuse.signature.with_instructions("Answer briefly.")
+    path = save_compiled(linked, tmp_path / "tor.json", name="tor", dataset="hotpotqa", retriever="dense")
+    bridged = load_program(path, retriever=FakeRetriever(), overrides={"expansion": "bridge"})
+    assert bridged.expansion == "bridge" and not bridged.name_bridge.demos
+    assert bridged.fuse.signature.instructions == "Answer briefly."
+    assert [n for n, _ in load_program(path, retriever=FakeRetriever()).named_predictors()] == ["review", "fuse"]

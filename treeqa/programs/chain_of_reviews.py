@@ -61,6 +61,9 @@ class ChainOfReviews(ReviewProgram):
                  max_query_chars: int = 600, embed_fn: EmbedFn | None = None):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
                          max_review_chars, max_query_chars, embed_fn, relevance_threshold)
+        if expansion == "bridge":
+            raise ValueError("expansion='bridge' is Tree of Reviews' (a chain has one path, so no second "
+                             "hop to name); choose one of cot, mpc, direct, concat, linked")
         if k < 1 or max_turns < 1:
             raise ValueError(f"k and max_turns must be positive, got k={k}, max_turns={max_turns}")
         self.k = k

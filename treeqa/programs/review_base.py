@@ -26,6 +26,7 @@ from treeqa.signatures.answer import clean_answer
 from treeqa.signatures.fusion import FUSION_INPUT, FUSION_SIGNATURES, FUSIONS, PASSAGES_READ, Evidence, fusion_context
 from treeqa.signatures.review import (
     CompleteMissingParagraph,
+    NameBridgeEntity,
     ParagraphReview,
     ReviewOutcome,
     ReviewWithReasoning,
@@ -35,17 +36,25 @@ from treeqa.signatures.review import (
     select_for_review,
 )
 
-EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc", "concat", "linked")
+EXPANSIONS: tuple[str, ...] = ("direct", "cot", "mpc", "concat", "linked", "bridge")
 # the query is made from the path itself: a search decision costs no LM call
 NO_LM_EXPANSIONS = ("concat", "linked")
+# the query has a predictor of its own, so a path judge's "search" needs no review call
+OWN_QUERY_EXPANSIONS = ("mpc", "bridge", *NO_LM_EXPANSIONS)
+# the title links of the path's newest paragraph join its search's hits
+LINKING_EXPANSIONS = ("linked", "bridge")
+# the bridge entity is named from the path's paragraphs cut to this: a name is in a paragraph's
+# opening sentences, and a short prompt keeps the call at about a second on 2 cores
+BRIDGE_PARAGRAPH_CHARS = 600
+BRIDGE_NAME_CHARS = 100  # a name, not a paragraph: a runaway reply is cut here
 
 
 class ReviewProgram(JudgedProgram):
     """What ToR and CoR share: the review, the query expansion, the fusion reader, the ranking.
 
     Predictors (the only state `save`/`load` keep): `review`, `complete_paragraph` (MPC
-    expansion only) and `fuse`. The retriever and the embedding function are plain
-    attributes, shared (never copied) when an optimizer deep-copies the program.
+    expansion only), `name_bridge` (bridge expansion only) and `fuse`. The retriever and the
+    embedding function are plain attributes, shared (never copied) when an optimizer deep-copies the program.
     """
 
     retrieves = True
@@ -58,6 +67,9 @@ class ReviewProgram(JudgedProgram):
         if settings["expansion"] in NO_LM_EXPANSIONS:
             return (f"makes its queries without the LM with expansion={settings['expansion']} (from the path's "
                     "newest paragraph); only expansion=mpc has a predictor that writes them")
+        if settings["expansion"] == "bridge":
+            return ("names the bridge entity with expansion=bridge (name_bridge, a name, not a search to "
+                    "score); only expansion=mpc has a predictor that writes whole queries (complete_paragraph)")
         if settings["expansion"] != "mpc":
             return (f"writes its queries inside the review with expansion={settings['expansion']}; only "
                     "expansion=mpc has a predictor of its own that writes them (complete_paragraph)")
@@ -74,7 +86,7 @@ class ReviewProgram(JudgedProgram):
 
     def __init__(self, retriever: Retriever | None, expansion: str, fusion: str, max_context_chars: int,
                  max_paragraph_chars: int, max_review_chars: int, max_query_chars: int,
-                 embed_fn: EmbedFn | None, relevance_threshold: float | None):
+                 embed_fn: EmbedFn | None, relevance_threshold: float | None, bridge_calls: int = 2):
         super().__init__()
         if relevance_threshold is not None and not 0.0 <= relevance_threshold <= 1.0:
             raise ValueError(f"relevance_threshold must be between 0 and 1 (or None), got {relevance_threshold}")
@@ -86,7 +98,8 @@ class ReviewProgram(JudgedProgram):
         if fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
         for name, value in (("max_context_chars", max_context_chars), ("max_paragraph_chars", max_paragraph_chars),
-                            ("max_review_chars", max_review_chars), ("max_query_chars", max_query_chars)):
+                            ("max_review_chars", max_review_chars), ("max_query_chars", max_query_chars),
+                            ("bridge_calls", bridge_calls)):
             if value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
         self._retriever = SharedRef(retriever)  # shared, never copied, when optimizers deep-copy
@@ -96,9 +109,12 @@ class ReviewProgram(JudgedProgram):
         self.max_paragraph_chars = max_paragraph_chars
         self.max_review_chars = max_review_chars
         self.max_query_chars = max_query_chars
+        self.bridge_calls = bridge_calls
         self.review = budget.predict(ReviewWithReasoning if expansion == "cot" else ParagraphReview)
         if expansion == "mpc":
             self.complete_paragraph = budget.predict(CompleteMissingParagraph)
+        if expansion == "bridge":
+            self.name_bridge = budget.predict(NameBridgeEntity)
         self.fuse = budget.predict(FUSION_SIGNATURES[fusion])
 
     @property
@@ -114,16 +130,24 @@ class ReviewProgram(JudgedProgram):
                      where: str) -> list[Passage]:
         """The `width` paragraphs a search with `query` adds below `path`: it retrieves past the
         path's own paragraphs, so a path never repeats one and still gets `width` new ones. With
-        `expansion="linked"` the paragraphs the path's newest one names by title come first."""
+        `expansion="linked"` the paragraphs the path's newest one names by title come first; below a
+        query made from a bridge entity's name (`expansion="bridge"`) that query's hits come first,
+        the last place kept for the newest paragraph's first title link."""
         on_path = {p.id for p in path}
         hits = self._retrieve(run, query, width + len(path), where)
         found = [p for p in hits if p.id not in on_path][:width]
-        if self.expansion != "linked" or not path:
+        if self.expansion not in LINKING_EXPANSIONS or not path:
             return found
         linked = self._linked(run, query, path, on_path, width, where)
+        first = linked
+        if query in run.named_queries:  # the name's hits first, one place kept for a title link
+            ahead = found[:max(width - 1, 1)]
+            seen = {p.id for p in ahead}
+            linked = [p for p in linked if p.id not in seen][:1] if width > 1 else []
+            first = ahead + linked
         run.stats["linked"] += len(linked)
-        taken = {p.id for p in linked}
-        return (linked + [p for p in found if p.id not in taken])[:width]
+        taken = {p.id for p in first}
+        return (first + [p for p in found if p.id not in taken])[:width]
 
     def _linked(self, run: ReviewRun, query: str, path: Sequence[Passage], on_path: set[str], width: int,
                 where: str) -> list[Passage]:
@@ -183,7 +207,7 @@ class ReviewProgram(JudgedProgram):
                                                relevant=relevant, sufficient=sufficient, require_analysis=False)
                 if (decided.action == "reject"
                         or (decided.action == "search"
-                            and (self.expansion in ("mpc", *NO_LM_EXPANSIONS) or not can_search))
+                            and (self.expansion in OWN_QUERY_EXPANSIONS or not can_search))
                         or (decided.action == "accept" and self.fusion in ("paragraph", "passages"))):
                     return replace(decided, corrected=False, seen_ids=tuple(p.id for p in passages),
                                    judge_relevant=judged[0], judge_sufficient=judged[1], judge_only=True)
@@ -224,11 +248,18 @@ class ReviewProgram(JudgedProgram):
         """The query that expands a path: the review's own (direct, CoT), the missing paragraph
         (MPC), or the question followed by the path's newest paragraph (concat and linked, no LM
         call: the dense encoder finds what that paragraph leads to, as multi-hop dense retrievers
-        do; linked also follows the paragraph's title links, `search_below`).
+        do; linked also follows the paragraph's title links, `search_below`). Bridge: the first
+        `bridge_calls` expansions of a question name the entity the rest of the question is about
+        (one short call), and search for that name followed by the question; the later ones, and
+        one whose call fails or names nothing, search as linked does.
 
         If MPC fails or writes nothing, the review's query is used, so a search always has one.
         """
-        if self.expansion in NO_LM_EXPANSIONS:
+        if self.expansion == "bridge" and run.stats["bridges"] < self.bridge_calls:
+            query = self._bridge_query(run, passages, where)
+            if query:
+                return query
+        if self.expansion in LINKING_EXPANSIONS or self.expansion in NO_LM_EXPANSIONS:
             return concat_query(run.question, passages[-1], self.max_query_chars)
         if self.expansion == "mpc":
             run.stats["completions"] += 1
@@ -240,6 +271,22 @@ class ReviewProgram(JudgedProgram):
             run.stats["completion_failures"] += 1
         run.stats["query_fallbacks"] += outcome.query_fallback
         return outcome.next_query[:self.max_query_chars]
+
+    def _bridge_query(self, run: ReviewRun, passages: Sequence[Passage], where: str) -> str:
+        """The bridge entity's name followed by the question ("" where the call fails or names
+        nothing); the query is remembered so that its search puts its own hits first."""
+        run.stats["bridges"] += 1
+        paragraphs = review_paragraphs(passages, min(self.max_paragraph_chars, BRIDGE_PARAGRAPH_CHARS),
+                                       self.max_review_chars)
+        pred = safe_call(self.name_bridge, run.failures, f"{where}:bridge", question=run.question,
+                         paragraphs=paragraphs)
+        name = clean_text(pred.entity if pred is not None else "").strip("\"'`.")[:BRIDGE_NAME_CHARS].strip()
+        if not name:
+            run.stats["bridge_failures"] += 1
+            return ""
+        query = f"{name} {run.question}"
+        run.named_queries.add(query)
+        return query
 
     def completion_inputs(self, question: str, passages: Sequence[Passage]) -> dict[str, object]:
         """What the MPC completion reads for a path: the question and the path's paragraphs,

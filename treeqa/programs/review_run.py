@@ -124,7 +124,9 @@ class ReviewRun:
     failures: list[dict] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("reviews", "review_failures", "completions", "completion_failures", "retrievals",
-         "pruned_repetitive", "corrected", "query_fallbacks", "judge_fallbacks", "judge_only", "linked"), 0))
+         "pruned_repetitive", "corrected", "query_fallbacks", "judge_fallbacks", "judge_only", "linked",
+         "bridges", "bridge_failures"), 0))
+    named_queries: set[str] = field(default_factory=set)  # queries made from a bridge entity's name
     done: bool = False
 
     def add_node(self, **values) -> ReviewNode:

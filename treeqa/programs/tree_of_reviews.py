@@ -33,7 +33,8 @@ class TreeOfReviews(ReviewProgram):
     """Tree of Reviews: depth-first search over retrieved paragraphs, one review per node.
 
     Node calls: one review per reviewed node, plus one missing-paragraph completion per
-    expanded node under MPC, plus one fusion call per question. Paths never repeat a
+    expanded node under MPC (at most `bridge_calls` namings a question under bridge), plus one
+    fusion call per question. Paths never repeat a
     paragraph (a node retrieves past its own ancestors to still get `widths[d]` children).
     A failed review counts as reject, is recorded in the node and `failures`, and is never
     expanded.
@@ -45,7 +46,11 @@ class TreeOfReviews(ReviewProgram):
         expansion: how a search node makes its query: "direct" (the review writes it),
             "cot" (the review reasons first), "mpc" (the model writes the missing paragraph),
             "concat" (no LM call: the question followed by the path's newest paragraph), "linked"
-            (concat, the paragraphs the newest one names by title first: hyperlinks followed).
+            (concat, the paragraphs the newest one names by title first: hyperlinks followed),
+            "bridge" (linked, but the first `bridge_calls` expansions of a question ask the model
+            for the entity the rest of the question is about, one short call, and search for its
+            name then the question, those hits first: MuSiQue's second hop is seldom a title link).
+        bridge_calls: with expansion="bridge", the expansions a question that name an entity.
         fusion: what the reader sees: "analysis", "paragraph" or "evidence" (both); or
             "passages": rta's reader on the first five distinct paragraphs (an rta adapter fits it).
         relevance_pruning: reject prunes the path; off, every reviewed node below the last
@@ -105,7 +110,7 @@ class TreeOfReviews(ReviewProgram):
 
     @classmethod
     def settings_space(cls) -> dict[str, tuple]:
-        return {"hops": (1, 2), "expansion": ("mpc", "cot", "concat", "linked"), "max_evidence": (None, 2),
+        return {"hops": (1, 2), "expansion": ("mpc", "cot", "concat", "linked", "bridge"), "max_evidence": (None, 2),
                 "read_top": (None, 3, 5)}
 
     @classmethod
@@ -117,10 +122,11 @@ class TreeOfReviews(ReviewProgram):
 
     @classmethod
     def call_bound(cls, settings) -> int:
-        """One review per node of the full tree, one MPC completion per node that can expand,
-        one fusion call. With a path judge and a reader that reads paragraphs only, the judge
-        decides every node without a review (see `_review_call`; where its encoder fails, the
-        review it falls back to is a recorded failure, not counted here)."""
+        """One review per node of the full tree, one MPC completion per node that can expand
+        (a bridge naming for the first `bridge_calls` of them), one fusion call. With a path judge
+        and a reader that reads paragraphs only, the judge decides every node without a review (see
+        `_review_call`; where its encoder fails, the review it falls back to is a recorded failure,
+        not counted here)."""
         widths = list(settings["widths"])
         depth = len(widths) if settings["depth"] is None else settings["depth"]
         nodes = expandable = 0
@@ -132,7 +138,8 @@ class TreeOfReviews(ReviewProgram):
                 expandable += level
         judged = (settings.get("path_judge") is not None and settings["fusion"] in ("paragraph", "passages")
                   and settings["expansion"] != "cot")  # cot: the review writes the query
-        return (0 if judged else nodes) + (expandable if settings["expansion"] == "mpc" else 0) + 1
+        queries = {"mpc": expandable, "bridge": min(settings.get("bridge_calls", 2), expandable)}
+        return (0 if judged else nodes) + queries.get(settings["expansion"], 0) + 1
 
     def __init__(self, retriever: Retriever | None = None, widths: Sequence[int] = (5, 3, 3),
                  depth: int | None = None, expansion: str = "mpc", fusion: str = "evidence",
@@ -141,9 +148,10 @@ class TreeOfReviews(ReviewProgram):
                  path_judge: dict | None = None, read_top: int | None = None, read_root: int = 0,
                  max_context_chars: int = 6000,
                  max_paragraph_chars: int = 800, max_review_chars: int = 4000,
-                 max_query_chars: int = 600, embed_fn: EmbedFn | None = None, threads: int = 1):
+                 max_query_chars: int = 600, embed_fn: EmbedFn | None = None, threads: int = 1,
+                 bridge_calls: int = 2):
         super().__init__(retriever, expansion, fusion, max_context_chars, max_paragraph_chars,
-                         max_review_chars, max_query_chars, embed_fn, relevance_threshold)
+                         max_review_chars, max_query_chars, embed_fn, relevance_threshold, bridge_calls)
         self.threads = check_threads(threads)
         widths = tuple(int(w) for w in widths)
         depth = len(widths) if depth is None else int(depth)

@@ -88,6 +88,19 @@ class CompleteMissingParagraph(dspy.Signature):
     missing_paragraph: str = dspy.OutputField(desc="two or three sentences with the missing facts")
 
 
+
+class NameBridgeEntity(dspy.Signature):
+    """The paragraphs answer the first part of the question; the rest is about something they name.
+
+    Give the name of that person, place, work or organisation: the one whose own facts the rest of
+    the question asks for. Copy the name as the paragraphs spell it, and write nothing else."""
+
+    max_tokens: ClassVar[int] = 32  # a name of a few words, with the reply's field markers
+
+    question: str = dspy.InputField()
+    paragraphs: list[str] = dspy.InputField(desc="the paragraphs found so far, each as 'Title: text'")
+    entity: str = dspy.OutputField(desc="the name, a few words")
+
 @dataclass(frozen=True)
 class ReviewOutcome:
     """A review after the rules: `action` always agrees with the two judgments.

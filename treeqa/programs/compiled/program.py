@@ -5,6 +5,7 @@ loads its sanitised state, so an app needs one line."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from treeqa.programs.compiled.adapters import (
 from treeqa.programs.compiled.file import FORMAT, CompiledFile, CompiledProgramError
 from treeqa.programs.compiled.trusted import trusted_state
 from treeqa.programs.compiled.yes_no import calibrate_yes_no, yes_no_record
+
+log = logging.getLogger(__name__)
 
 
 def save_compiled(program: dspy.Module, path: str | Path, *, name: str, dataset: str, retriever: str,
@@ -106,8 +109,14 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
 
         retriever = get_retriever(compiled.dataset, compiled.retriever, corpus=compiled.corpus)
     program = build_program(name, retriever, preset=preset, **params)
+    state = trusted_state(program, compiled.state, path)
+    if overrides:  # a setting that adds a predictor (expansion=bridge on a linked file): it starts zero-shot
+        added = {n: p.dump_state() for n, p in program.named_predictors() if n not in compiled.state}
+        if added:
+            log.info("%s: %s not in the file, zero-shot under the overrides", path, ", ".join(sorted(added)))
+        state.update(added)
     try:
-        program.load_state(trusted_state(program, compiled.state, path))
+        program.load_state(state)
     except (KeyError, TypeError, ValueError) as exc:
         raise CompiledProgramError(f"{path}: its state does not fit a {name!r} program with these settings "
                                    f"({type(exc).__name__}: {exc})") from exc
