@@ -109,17 +109,7 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
 
         retriever = get_retriever(compiled.dataset, compiled.retriever, corpus=compiled.corpus)
     program = build_program(name, retriever, preset=preset, **params)
-    state = trusted_state(program, compiled.state, path)
-    if overrides:  # a setting that adds a predictor (expansion=bridge on a linked file): it starts zero-shot
-        added = {n: p.dump_state() for n, p in program.named_predictors() if n not in compiled.state}
-        if added:
-            log.info("%s: %s not in the file, zero-shot under the overrides", path, ", ".join(sorted(added)))
-        state.update(added)
-    try:
-        program.load_state(state)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CompiledProgramError(f"{path}: its state does not fit a {name!r} program with these settings "
-                                   f"({type(exc).__name__}: {exc})") from exc
+    _load_state(program, compiled, overrides=bool(overrides))
     if adapter is not None and served:  # no local model is loaded, or needed, for the reader
         serve_adapters_from(program, configured, reader_model, cache=configured.cache, names=adapter[1])
     elif adapter is not None:
@@ -133,6 +123,23 @@ def load_program(path: str | Path | CompiledFile, retriever=None, expect: str | 
             except ValueError as exc:
                 raise CompiledProgramError(f"{path}: {exc}") from None
     return _calibrated(program, compiled.yes_no, path)
+
+
+def _load_state(program: dspy.Module, compiled: CompiledFile, overrides: bool) -> None:
+    """The file's trusted state into `program`; under overrides, a predictor the file lacks (a
+    setting that adds one, as expansion=bridge on a linked file) starts zero-shot, logged."""
+    path = compiled.path
+    state = trusted_state(program, compiled.state, path)
+    if overrides:
+        added = {n: p.dump_state() for n, p in program.named_predictors() if n not in compiled.state}
+        if added:
+            log.info("%s: %s not in the file, zero-shot under the overrides", path, ", ".join(sorted(added)))
+        state.update(added)
+    try:
+        program.load_state(state)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CompiledProgramError(f"{path}: its state does not fit a {compiled.program!r} program with these "
+                                   f"settings ({type(exc).__name__}: {exc})") from exc
 
 
 def _calibrated(program: dspy.Module, record: Any, path: Path) -> dspy.Module:
