@@ -15,8 +15,10 @@ TAKES="hotpotqa-train hotpotqa-dev 2wikimultihopqa-train 2wikimultihopqa-dev mus
 # each side's --param values, split on spaces (the candidates of released_settings.py's CANDIDATES)
 declare -A PARAMS=([concat]="expansion=concat" [mpc]="expansion=mpc" [linked]="expansion=linked"
                    [root8-evidence2]="expansion=linked widths=[8,3,3] max_evidence=2"
-                   [root5]="expansion=linked read_root=5")
-for side in ${SIDES:-concat mpc rta linked root8-evidence2 root5}; do
+                   [root5]="expansion=linked read_root=5"
+                   [root8]="expansion=linked widths=[8,3,3]"
+                   [root8-root5]="expansion=linked widths=[8,3,3] read_root=5")
+for side in ${SIDES:-concat mpc rta linked root8-evidence2 root5 root8 root8-root5}; do
   for take in $TAKES; do
     dataset=${take%-*} split=${take##*-}
     if [ "$side" = rta ]; then what=(--program rta); else

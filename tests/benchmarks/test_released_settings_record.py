@@ -36,10 +36,11 @@ def test_the_best_em_within_the_budget_is_chosen_and_every_candidate_recorded(tm
     script = _script()
     runs = _runs(tmp_path, script, {"rta": ([0, 0, 1, 0], 5.0), "mpc": ([1, 1, 1, 0], 20.0),
                                     "concat": ([1, 0, 1, 0], 6.0), "linked": ([1, 1, 1, 1], 30.0),
-                                    "root8-evidence2": ([1, 1, 0, 0], 7.0), "root5": ([0, 0, 1, 1], 9.0)})
+                                    "root8-evidence2": ([1, 1, 0, 0], 7.0), "root5": ([0, 0, 1, 1], 9.0),
+                                    "root8": ([1, 1, 0, 0], 6.5), "root8-root5": ([1, 1, 1, 1], 11.0)})
     record = script.record(runs)
     assert record["chosen"] == {"expansion": "concat"} and record["budget"]["within"] is True
-    mpc, concat, linked, root8, root5 = record["tried"]
+    mpc, concat, linked, root8, root5, wide, wide_root5 = record["tried"]
     assert (linked["em"], linked["cost_ratio"]) == (100.0, 6.0)  # the best EM, but at 6 times rta's seconds
     assert (mpc["em"], mpc["cost_ratio"], concat["em"], concat["cost_ratio"]) == (75.0, 4.0, 50.0, 1.2)
     assert mpc["n"] == 4 * len(script.TAKES) and record["budget"]["baseline_seconds_per_q"] == 5.0
@@ -47,6 +48,8 @@ def test_the_best_em_within_the_budget_is_chosen_and_every_candidate_recorded(tm
     assert root8["settings"] == {"expansion": "linked", "widths": [8, 3, 3], "max_evidence": 2}
     assert root8["em"] == root5["em"] == 50.0  # a tie with concat keeps the earlier candidate
     assert root5["settings"] == {"expansion": "linked", "read_root": 5} and root5["cost_ratio"] == 1.8
+    assert wide["settings"] == {"expansion": "linked", "widths": [8, 3, 3]} and wide["em"] == 50.0
+    assert (wide_root5["em"], wide_root5["cost_ratio"]) == (100.0, 2.2)  # over the budget of 2
     assert record["machine"] == MACHINE
 
 
@@ -54,7 +57,8 @@ def test_with_none_within_the_cheapest_is_kept_and_said(tmp_path):
     script = _script()
     record = script.record(_runs(tmp_path, script, {"rta": ([0, 1], 1.0), "mpc": ([1, 1], 20.0),
                                                     "concat": ([1, 0], 6.0), "linked": ([1, 1], 9.0),
-                                                    "root8-evidence2": ([1, 1], 9.5), "root5": ([1, 1], 9.5)}))
+                                                    "root8-evidence2": ([1, 1], 9.5), "root5": ([1, 1], 9.5),
+                                                    "root8": ([1, 1], 9.5), "root8-root5": ([1, 1], 9.5)}))
     assert record["chosen"] == {"expansion": "concat"} and record["budget"]["within"] is False
 
 
@@ -63,11 +67,11 @@ def test_runs_of_other_settings_or_machines_are_refused(tmp_path):
     with pytest.raises(SystemExit, match="not {'expansion': 'mpc'}"):
         script.record(_runs(tmp_path / "a", script, {"rta": ([1], 1.0), "mpc": ([1], 2.0), "concat": ([1], 1.0),
                                                   "linked": ([1], 1.0), "root8-evidence2": ([1], 1.0),
-                                                  "root5": ([1], 1.0)},
+                                                  "root5": ([1], 1.0), "root8": ([1], 1.0), "root8-root5": ([1], 1.0)},
                                                   params={"expansion": "cot"}))
     other = _runs(tmp_path / "b", script, {"rta": ([1], 1.0)}, machine={**MACHINE, "cpu": "y"})
     _runs(other, script, {"mpc": ([1], 2.0), "concat": ([1], 1.0), "linked": ([1], 1.0),
-                          "root8-evidence2": ([1], 1.0), "root5": ([1], 1.0)})
+                          "root8-evidence2": ([1], 1.0), "root5": ([1], 1.0), "root8": ([1], 1.0), "root8-root5": ([1], 1.0)})
     with pytest.raises(SystemExit, match="2 machines"):
         script.record(other)
 
