@@ -65,13 +65,10 @@ def test_with_none_within_the_cheapest_is_kept_and_said(tmp_path):
 def test_runs_of_other_settings_or_machines_are_refused(tmp_path):
     script = _script()
     with pytest.raises(SystemExit, match="not {'expansion': 'mpc'}"):
-        script.record(_runs(tmp_path / "a", script, {"rta": ([1], 1.0), "mpc": ([1], 2.0), "concat": ([1], 1.0),
-                                                  "linked": ([1], 1.0), "root8-evidence2": ([1], 1.0),
-                                                  "root5": ([1], 1.0), "root8": ([1], 1.0), "root8-root5": ([1], 1.0)},
-                                                  params={"expansion": "cot"}))
+        script.record(_runs(tmp_path / "a", script, {name: ([1], 1.0) for name in ("rta", *script.CANDIDATES)},
+                            params={"expansion": "cot"}))
     other = _runs(tmp_path / "b", script, {"rta": ([1], 1.0)}, machine={**MACHINE, "cpu": "y"})
-    _runs(other, script, {"mpc": ([1], 2.0), "concat": ([1], 1.0), "linked": ([1], 1.0),
-                          "root8-evidence2": ([1], 1.0), "root5": ([1], 1.0), "root8": ([1], 1.0), "root8-root5": ([1], 1.0)})
+    _runs(other, script, {**{name: ([1], 1.0) for name in script.CANDIDATES}, "mpc": ([1], 2.0)})
     with pytest.raises(SystemExit, match="2 machines"):
         script.record(other)
 
